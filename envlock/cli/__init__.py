@@ -1,0 +1,120 @@
+"""The ``envlock`` command line: argument parsing, rendering, exit codes.
+
+This package is the only place that prints or exits. Each subcommand lives in its own
+module with ``register(subparsers)`` and a ``run(args, out)`` returning an exit code; the
+core library returns values and raises :class:`~envlock.errors.EnvlockError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional, Sequence, TextIO
+
+from envlock import __version__
+from envlock.errors import EnvlockError, ExitCode
+
+__all__ = ["main", "build_parser", "Output", "COMMANDS"]
+
+#: subcommand name -> module under envlock.cli (imported lazily: `envlock --help` stays fast
+#: and never imports torch, requests or the matrix).
+COMMANDS = {
+    "resolve": "envlock.cli.resolve_cmd",
+    "matrix": "envlock.cli.matrix_cmd",
+}
+
+
+class Output:
+    """Where commands write. Tests pass StringIO; the real CLI passes stdout/stderr."""
+
+    def __init__(self, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def print(self, text: str = "") -> None:
+        self.stdout.write(text + "\n")
+
+    def error(self, text: str) -> None:
+        self.stderr.write(text + "\n")
+
+    @property
+    def stderr_is_tty(self) -> bool:
+        try:
+            return self.stderr.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so main() owns the exit code."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ArgError(f"{self.prog}: {message}")
+
+
+class _ArgError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    parser = _Parser(
+        prog="envlock",
+        description="Reproducible GPU deep-learning environments: lock PyTorch and the "
+                    "CUDA stack for your hardware, and verify machines against the lock.",
+        epilog="Exit codes: 0 ok, 1 drift/problems found, 2 usage or input error, "
+               "3 no PyTorch build fits, 4 package index error, 5 invalid matrix, "
+               "70 internal error, 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"envlock {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show a traceback on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, module in COMMANDS.items():
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> int:
+    """Entry point of the console script. Returns (and, as a script, exits with) a code."""
+    out = out or Output()
+    args_list: List[str] = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args_list or bool(os.environ.get("ENVLOCK_DEBUG"))
+    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(args_list)
+        except _ArgError as exc:
+            out.error(str(exc))
+            return ExitCode.USAGE
+        if not getattr(args, "command", None):
+            parser.print_help(out.stdout)
+            return ExitCode.USAGE
+        args.argv = args_list
+        return int(args.run(args, out))
+    except EnvlockError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc(file=out.stderr)
+        out.error(f"envlock: error: {exc.message}")
+        if exc.hint:
+            out.error(f"hint: {exc.hint}")
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        out.error("envlock: interrupted")
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        return ExitCode.OK
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, no traceback
+        if debug:
+            raise
+        out.error(f"envlock: internal error: {type(exc).__name__}: {exc} "
+                  f"(run with --debug for a traceback, and please report it)")
+        return ExitCode.INTERNAL
+
+
+def run() -> None:  # pragma: no cover - console script shim
+    sys.exit(main())

@@ -1,0 +1,312 @@
+"""``envlock resolve``: hardware targets + requirements -> a pinned, hashed lock."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from envlock.errors import ExitCode, UsageError
+
+__all__ = ["register", "lock_json"]
+
+DEFAULT_LOCK = "envlock.lock"
+
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    p = sub.add_parser(
+        "resolve",
+        help="lock PyTorch and its CUDA stack (and your requirements) for GPU targets",
+        description="Choose the PyTorch build that is right for each hardware target and "
+                    "resolve the full closure into a pinned, hashed lock.",
+        epilog="Preference: newest torch allowed, then newest CUDA line the driver runs, "
+               "then fewest advisory overrides. Exit codes: 0 ok, 1 stale lock (--check), "
+               "2 usage/input error, 3 no build fits, 4 index error.")
+    p.add_argument("requirements", nargs="*", metavar="REQ",
+                   help="more requirements to lock with torch (e.g. transformers torchvision)")
+    p.add_argument("--gpu", action="append", default=[], metavar="NAME",
+                   help="a target GPU (repeat for several targets): H20, A100, 'RTX 4090'")
+    p.add_argument("--cpu", action="store_true", help="also (or only) a CPU-only target")
+    p.add_argument("--together", action="store_true",
+                   help="one environment that serves every --gpu (a mixed fleet)")
+    p.add_argument("--from-snapshot", metavar="FILE",
+                   help="target = the machine in this snapshot (GPUs, driver, Python)")
+    p.add_argument("--torch", metavar="SPEC", help="torch version constraint, e.g. '>=2.4,<2.5'")
+    p.add_argument("--cuda", metavar="X.Y", help="force a CUDA line (12.1, 12.8, 13.0, ...)")
+    p.add_argument("--driver", metavar="VERSION",
+                   help="the NVIDIA driver the targets run (e.g. 535.104.05)")
+    p.add_argument("--python", default=None, metavar="X.Y", help="target Python (default 3.11)")
+    p.add_argument("--platform", default=None,
+                   choices=["linux_x86_64", "linux_aarch64", "win_amd64"],
+                   help="target platform (default linux_x86_64)")
+    p.add_argument("--glibc", default=None, metavar="X.Y",
+                   help="target glibc for manylinux wheels (default 2.28)")
+    p.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
+                   help="read requirements from a file (repeatable)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable the targets must run with (checked by verify)")
+    p.add_argument("--index-url", help="primary package index (default: pip's configuration)")
+    p.add_argument("--extra-index-url", action="append", default=None, metavar="URL",
+                   help="more indexes, consulted only for packages the first lacks")
+    p.add_argument("--pytorch-index-url", metavar="URL",
+                   default=os.environ.get("ENVLOCK_PYTORCH_INDEX_URL",
+                                          "https://download.pytorch.org/whl"),
+                   help="base of the PyTorch index or its mirror ($ENVLOCK_PYTORCH_INDEX_URL)")
+    p.add_argument("--offline", action="store_true",
+                   help="no network: use the cache, or only the matrix when nothing is cached")
+    p.add_argument("--refresh", action="store_true",
+                   help="revalidate every cached index page (default: reuse pages younger "
+                        "than $ENVLOCK_INDEX_TTL seconds, 600, when the index sends no "
+                        "caching headers)")
+    p.add_argument("-o", "--output", default=DEFAULT_LOCK, metavar="FILE",
+                   help=f"lock file to write (default {DEFAULT_LOCK}; '-' for stdout)")
+    p.add_argument("--dry-run", action="store_true", help="resolve but do not write the lock")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 if the lock is stale (inputs, requirement files or matrix "
+                        "changed); writes nothing")
+    p.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
+    p.add_argument("-v", "--verbose", action="store_true", help="explain every decision")
+    p.set_defaults(run=run)
+
+
+def _parse_env(items: List[str]) -> Dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
+    from envlock.index.config import redact
+    from envlock.platforms import DEFAULT_GLIBC
+    from envlock.resolve import requirement_lines_from_cli
+    from envlock.resolve.target import (
+        ResolveRequest,
+        gpu_targets,
+        parse_requirements,
+        snapshot_target,
+        torch_spec_from,
+    )
+    from envlock.snapshot import load_snapshot
+
+    lines, digests = requirement_lines_from_cli(args.requirements, args.requirement)
+    reqs = parse_requirements(lines)
+    spec, rest = torch_spec_from(reqs, args.torch)
+    if args.from_snapshot:
+        if args.gpu or args.cpu:
+            raise UsageError("--from-snapshot already names the target; drop --gpu/--cpu")
+        snap = load_snapshot(args.from_snapshot)
+        targets = [snapshot_target(matrix, snap, args.from_snapshot, args.python,
+                                   args.platform, args.glibc)]
+        if args.driver:
+            from dataclasses import replace
+
+            targets = [replace(targets[0], driver=args.driver)]
+    else:
+        targets = gpu_targets(matrix, args.gpu, cpu=args.cpu, together=args.together,
+                              python=args.python or "3.11",
+                              platform=args.platform or "linux_x86_64",
+                              glibc=args.glibc or DEFAULT_GLIBC, driver=args.driver)
+    if args.cuda and args.cuda not in matrix.cuda_lines:
+        raise UsageError(f"--cuda {args.cuda!r}: not a CUDA line the matrix knows "
+                         f"({', '.join(matrix.cuda_lines)})")
+    return ResolveRequest(
+        targets=tuple(targets), torch=spec, cuda=args.cuda, requirements=tuple(rest),
+        requirement_files=digests, offline=args.offline,
+        indexes=tuple(redact(u) for u in config.indexes),
+        pytorch_index=args.pytorch_index_url.rstrip("/"), env=_parse_env(args.env),
+        together=args.together)
+
+
+def _index_config(args: argparse.Namespace) -> Any:
+    from envlock.index.config import load_index_config
+
+    return load_index_config(
+        index_url=args.index_url,
+        extra_index_urls=tuple(args.extra_index_url) if args.extra_index_url is not None
+        else None)
+
+
+def _has_target_args(args: argparse.Namespace) -> bool:
+    return bool(args.gpu or args.cpu or args.from_snapshot)
+
+
+def run(args: argparse.Namespace, out: Any) -> int:
+    from envlock.matrix import get_matrix
+
+    matrix = get_matrix()
+    if args.check:
+        return _check(args, out, matrix)
+    config = _index_config(args)
+    request = build_request(args, matrix, config)
+    command = "envlock resolve " + " ".join(shlex.quote(a) for a in _argv_for_header(args))
+    progress = _Progress(out) if out.stderr_is_tty and not args.json else None
+    from envlock.index.client import IndexClient
+    from envlock.matrix.cache import cache_dir
+    from envlock.resolve import resolve
+
+    client = IndexClient(config, cache_dir=cache_dir(), offline=args.offline,
+                         on_request=progress.request if progress else None,
+                         refresh=args.refresh)
+    try:
+        lock = resolve(request, matrix, config, client=client, command=command.strip(),
+                       on_event=progress.event if progress else None)
+    finally:
+        client.close()
+        if progress:
+            progress.done()
+    path: Optional[str] = None
+    if not args.dry_run:
+        from envlock.lock.io import render_lock, write_lock
+
+        if args.output == "-":
+            if not args.json:
+                out.stdout.write(render_lock(lock))
+        else:
+            write_lock(lock, Path(args.output))
+            path = args.output
+    if args.json:
+        out.print(json.dumps(lock_json(lock, path), indent=2))
+        return ExitCode.OK
+    if args.output == "-" and not args.dry_run:
+        return ExitCode.OK
+    for t in lock.targets:
+        tv = t.torch
+        where = "PyPI" if tv and tv.on_pypi else (tv.index if tv else "")
+        hw = ", ".join(f"{g} ({cc})" for g, cc in zip(t.gpus, t.compute_capabilities)) or "CPU"
+        drv = f"; driver >= {t.driver_min}" if t.driver_min else ""
+        out.print(f"{t.name}: torch {tv.installed_version if tv else '?'} ({tv.variant if tv else '?'}, "
+                  f"{where}) for {hw}, Python {t.python}, {t.platform}{drv}; "
+                  f"{len(t.packages)} packages"
+                  + ("" if t.closure == "full" else " (GPU core only: offline, nothing cached)"))
+        for a in t.advisories:
+            out.print(f"  advisory {a.id} [{a.action}]: {a.summary}"
+                      + (f" -> {', '.join(a.override)}" if a.override else ""))
+        if args.verbose:
+            for line in t.decision:
+                out.print(f"  - {line}")
+            for r in t.driver_min_reasons:
+                out.print(f"  - driver minimum: {r}")
+    if path:
+        out.print(f"wrote {path}")
+    return ExitCode.OK
+
+
+def _argv_for_header(args: argparse.Namespace) -> List[str]:
+    argv = list(getattr(args, "argv", None) or sys.argv[1:])
+    while argv and argv[0] in ("--debug", "resolve"):
+        argv = argv[1:]
+    return [a for a in argv if a not in ("--json", "-v", "--verbose", "--dry-run", "--refresh")]
+
+
+def lock_json(lock: Any, path: Optional[str]) -> Dict[str, Any]:
+    """The stable ``--json`` contract of ``envlock resolve``."""
+    targets = []
+    for t in lock.targets:
+        tv = t.torch
+        targets.append({
+            "name": t.name,
+            "gpus": list(t.gpus),
+            "gpu_models": list(t.gpu_models),
+            "compute_capabilities": list(t.compute_capabilities),
+            "python": t.python,
+            "platform": t.platform,
+            "torch": None if tv is None else {
+                "version": tv.version, "variant": tv.variant, "cuda": tv.cuda,
+                "index": tv.index, "installed_version": tv.installed_version,
+                "arch_list": list(tv.arch_list) if tv.arch_list is not None else None},
+            "driver_min": t.driver_min,
+            "driver_min_reasons": list(t.driver_min_reasons),
+            "closure": t.closure,
+            "libraries": dict(t.libraries),
+            "packages": [{"name": p.name, "version": p.version, "index": p.index,
+                          "hashes": [f"sha256:{h}" for h in p.hashes],
+                          **({"specifier": p.specifier} if p.specifier else {})}
+                         for p in t.packages],
+            "advisories": [{"id": a.id, "action": a.action, "summary": a.summary,
+                            **({"override": list(a.override)} if a.override else {})}
+                           for a in t.advisories],
+            "decision": list(t.decision),
+        })
+    return {"lock": path, "envlock_version": lock.envlock_version,
+            "matrix_version": lock.matrix_version, "inputs_hash": lock.inputs_hash,
+            "targets": targets}
+
+
+def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
+    import hashlib
+
+    from envlock.lock.io import load_lock
+    from envlock.resolve.target import hash_inputs
+
+    path = args.output if args.output != "-" else DEFAULT_LOCK
+    lock = load_lock(path)
+    reasons: List[str] = []
+    if _has_target_args(args) or args.requirements or args.requirement:
+        config = _index_config(args)
+        request = build_request(args, matrix, config)
+        fresh_hash = request.inputs_hash(matrix.version)
+        if fresh_hash != lock.inputs_hash:
+            reasons.append("the command's inputs differ from the ones the lock was made from")
+    else:
+        inputs = dict(lock.inputs)
+        files = dict(inputs.get("requirement-files") or {})
+        for f, digest in sorted(files.items()):
+            try:
+                data = Path(f).read_bytes()
+            except OSError:
+                reasons.append(f"requirements file {f} is gone")
+                continue
+            now = "sha256:" + hashlib.sha256(data).hexdigest()
+            if now != digest:
+                reasons.append(f"{f} changed")
+            files[f] = now
+        inputs["requirement-files"] = files
+        if inputs.get("matrix-version") != matrix.version:
+            reasons.append(f"the matrix changed ({inputs.get('matrix-version')} -> "
+                           f"{matrix.version})")
+        inputs["matrix-version"] = matrix.version
+        if not reasons and hash_inputs(inputs) != lock.inputs_hash:
+            reasons.append("the lock's recorded inputs do not match its inputs-hash "
+                           "(edited by hand?)")
+    if reasons:
+        for r in reasons:
+            out.print(f"stale: {r}")
+        out.print(f"{path} is stale; regenerate it with: {lock.command}")
+        return ExitCode.DRIFT
+    out.print(f"{path} is up to date")
+    return ExitCode.OK
+
+
+class _Progress:
+    """A one-line status on stderr (only when stderr is a terminal)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.n = 0
+        self.last = ""
+
+    def request(self, url: str) -> None:
+        self.n += 1
+        self._show(f"fetching ({self.n}) {url.rsplit('/', 2)[-2] if '/' in url else url}")
+
+    def event(self, text: str) -> None:
+        self._show(text)
+
+    def _show(self, text: str) -> None:
+        line = text[:78]
+        self.out.stderr.write("\r" + line.ljust(len(self.last)))
+        self.out.stderr.flush()
+        self.last = line
+
+    def done(self) -> None:
+        if self.last:
+            self.out.stderr.write("\r" + " " * len(self.last) + "\r")
+            self.out.stderr.flush()

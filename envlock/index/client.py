@@ -1,0 +1,300 @@
+"""The package index client used by the resolver and the maintainer scripts.
+
+* project pages from PEP 691 JSON or PEP 503 HTML (one request, JSON preferred);
+* a wheel's METADATA from its PEP 658 file (hash-checked), else by HTTP range reads of the
+  wheel, else (servers without ranges) by downloading it; an sdist's PKG-INFO by download;
+* every result cached on disk: pages through HTTP validation, metadata by file hash
+  (content-addressed, so it never goes stale);
+* bounded concurrency for prefetching, used by the resolver to overlap network waits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+import threading
+import zipfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+from packaging.utils import canonicalize_name
+
+from envlock.errors import IndexError_, OfflineError
+from envlock.index.config import IndexConfig, redact
+from envlock.index.http import Transport
+from envlock.index.metadata import Metadata, parse_metadata
+from envlock.index.pages import (
+    Dist,
+    ProjectPage,
+    page_from_cache,
+    page_to_cache,
+    parse_html,
+    parse_json,
+)
+from envlock.index.zipread import RemoteZip
+
+__all__ = ["IndexClient"]
+
+_ACCEPT = ("application/vnd.pypi.simple.v1+json, "
+           "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1")
+
+
+class IndexClient:
+    def __init__(self, config: IndexConfig, *, cache_dir: Optional[Path] = None,
+                 offline: bool = False, max_workers: int = 8,
+                 on_request: Optional[Callable[[str], None]] = None,
+                 refresh: bool = False) -> None:
+        self.config = config
+        self.cache_dir = cache_dir
+        self.offline = offline
+        self.transport = Transport(config, cache_dir, offline=offline, on_request=on_request,
+                                   refresh=refresh)
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._max_workers = max(1, max_workers)
+        self._lock = threading.Lock()
+        self._pages: Dict[Tuple[str, str], "Future[Optional[ProjectPage]]"] = {}
+        self._meta: Dict[str, "Future[Metadata]"] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def __enter__(self) -> "IndexClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self.transport.close()
+
+    def _submit(self, fn: Callable[..., object], *args: object) -> Future:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="envlock")
+            return self._pool.submit(fn, *args)
+
+    # -- pages -------------------------------------------------------------------------
+    def page_url(self, index: str, name: str) -> str:
+        return f"{index.rstrip('/')}/{canonicalize_name(name)}/"
+
+    def prefetch_page(self, index: str, name: str) -> "Future[Optional[ProjectPage]]":
+        key = (index, canonicalize_name(name))
+        with self._lock:
+            fut = self._pages.get(key)
+            if fut is not None:
+                return fut
+            fut = Future()
+            self._pages[key] = fut
+        if self.offline:
+            _run_into(fut, self._fetch_page, index, key[1])
+        else:
+            def job() -> None:
+                _run_into(fut, self._fetch_page, index, key[1])
+            self._submit(job)
+        return fut
+
+    def page(self, index: str, name: str) -> Optional[ProjectPage]:
+        """The project page, or None when the index does not have the project."""
+        return self.prefetch_page(index, name).result()
+
+    def _fetch_page(self, index: str, name: str) -> Optional[ProjectPage]:
+        url = self.page_url(index, name)
+        try:
+            resp = self.transport.get(url, headers={"Accept": _ACCEPT})
+        except OfflineError:
+            raise
+        except IndexError_ as exc:
+            if "HTTP 404" in str(exc) or "HTTP 410" in str(exc):
+                return None
+            raise
+        if resp.status == 404:
+            return None
+        parsed = self._parsed_cache(resp.body)
+        if parsed is not None:
+            return parsed
+        ctype = (resp.headers.get("Content-Type") or "").split(";")[0].strip()
+        if ctype.endswith("json") or resp.body[:1] == b"{":
+            try:
+                page = parse_json(json.loads(resp.body), url, index, name)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise IndexError_(f"{redact(url)}: malformed JSON project page ({exc})") from None
+        else:
+            page = parse_html(resp.body.decode("utf-8", "replace"), url, index, name)
+        self._store_parsed(resp.body, page)
+        return page
+
+    def _parsed_path(self, body: bytes) -> Optional[Path]:
+        if self.cache_dir is None:
+            return None
+        return self.cache_dir / "pages" / (hashlib.sha256(body).hexdigest()[:32] + ".json")
+
+    def _parsed_cache(self, body: bytes) -> Optional[ProjectPage]:
+        p = self._parsed_path(body)
+        if p is None:
+            return None
+        try:
+            return page_from_cache(p.read_bytes())
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _store_parsed(self, body: bytes, page: ProjectPage) -> None:
+        p = self._parsed_path(body)
+        if p is None:
+            return
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(page_to_cache(page))
+            os.replace(tmp, p)
+        except OSError:
+            pass
+
+    # -- metadata ----------------------------------------------------------------------
+    def prefetch_metadata(self, dist: Dist) -> "Future[Metadata]":
+        key = dist.url
+        with self._lock:
+            fut = self._meta.get(key)
+            if fut is not None:
+                return fut
+            fut = Future()
+            self._meta[key] = fut
+        if self.offline:
+            _run_into(fut, self._fetch_metadata, dist)
+        else:
+            def job() -> None:
+                _run_into(fut, self._fetch_metadata, dist)
+            self._submit(job)
+        return fut
+
+    def metadata(self, dist: Dist) -> Metadata:
+        return self.prefetch_metadata(dist).result()
+
+    def _meta_path(self, dist: Dist) -> Optional[Path]:
+        if self.cache_dir is None:
+            return None
+        ident = dist.sha256 or hashlib.sha256(redact(dist.url).encode()).hexdigest()
+        return self.cache_dir / "metadata" / ident[:2] / f"{ident}.metadata"
+
+    def _fetch_metadata(self, dist: Dist) -> Metadata:
+        path = self._meta_path(dist)
+        if path is not None and dist.sha256:
+            try:
+                return parse_metadata(path.read_bytes())
+            except OSError:
+                pass
+        if self.offline:
+            raise OfflineError(f"metadata of {dist.filename} is not in the cache and "
+                               f"--offline forbids the network")
+        blob = self._metadata_bytes(dist)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+                tmp.write_bytes(blob)
+                os.replace(tmp, path)
+            except OSError:
+                pass
+        return parse_metadata(blob)
+
+    def _metadata_bytes(self, dist: Dist) -> bytes:
+        if dist.metadata is not None:
+            resp = self.transport.get(dist.url + ".metadata", cache=False)
+            blob = resp.body
+            for algo, digest in dist.metadata.items():
+                if hashlib.new(algo, blob).hexdigest() != digest:
+                    raise IndexError_(f"{redact(dist.url)}.metadata does not match its "
+                                      f"{algo} hash")
+            return blob
+        if dist.is_wheel:
+            try:
+                z = self.remote_zip(dist)
+                entry = z.find(r"^[^/]+\.dist-info/METADATA$")
+                if entry is None:
+                    raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
+                return z.read(entry)
+            except _NoRanges:
+                data = self.download(dist)
+                with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                    for name in zf.namelist():
+                        if name.count("/") == 1 and name.endswith(".dist-info/METADATA"):
+                            return zf.read(name)
+                raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
+        data = self.download(dist)
+        return _sdist_pkg_info(data, dist.filename)
+
+    # -- whole files and ranges ----------------------------------------------------------
+    def remote_zip(self, dist: Dist) -> RemoteZip:
+        def fetch(start: Optional[int], end: Optional[int]) -> Tuple[bytes, Optional[int]]:
+            resp = self.transport.get_range(dist.url, start, end)
+            if resp.status != 206:
+                raise _NoRanges()
+            cr = resp.headers.get("Content-Range") or resp.headers.get("content-range") or ""
+            total = int(cr.rsplit("/", 1)[1]) if "/" in cr and not cr.endswith("*") else None
+            return resp.body, total
+
+        return RemoteZip(fetch, dist.filename)
+
+    def download(self, dist: Dist) -> bytes:
+        """The whole file, verified against its sha256 when the index gave one."""
+        resp = self.transport.get(dist.url, cache=False)
+        if dist.sha256 and hashlib.sha256(resp.body).hexdigest() != dist.sha256:
+            raise IndexError_(f"{redact(dist.url)} does not match its sha256 from the index")
+        return resp.body
+
+    def sha256(self, dist: Dist) -> str:
+        """The file's sha256: from the index, else computed by downloading it."""
+        if dist.sha256:
+            return dist.sha256
+        return hashlib.sha256(self.download(dist)).hexdigest()
+
+    # -- find-links ----------------------------------------------------------------------
+    def find_links_dists(self, name: str) -> List[Dist]:
+        """Files for ``name`` in local find-links directories (pip's ``--find-links``)."""
+        out: List[Dist] = []
+        want = canonicalize_name(name)
+        for loc in self.config.find_links:
+            path = loc[7:] if loc.startswith("file://") else loc
+            if not os.path.isdir(path):
+                continue
+            for fn in sorted(os.listdir(path)):
+                d = Dist(filename=fn, url="file://" + os.path.abspath(os.path.join(path, fn)),
+                         index=loc, hashes={})
+                if d.parsed and d.name == want:
+                    out.append(d)
+        return out
+
+
+class _NoRanges(Exception):
+    """The server ignored a Range header (answered 200 with the whole file)."""
+
+
+def _run_into(fut: Future, fn: Callable[..., object], *args: object) -> None:
+    if not fut.set_running_or_notify_cancel():
+        return
+    try:
+        fut.set_result(fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - delivered to the waiter
+        fut.set_exception(exc)
+
+
+def _sdist_pkg_info(data: bytes, filename: str) -> bytes:
+    try:
+        if filename.endswith(".zip"):
+            with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                for name in zf.namelist():
+                    if name.count("/") == 1 and name.endswith("/PKG-INFO"):
+                        return zf.read(name)
+        else:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
+                for member in tf.getmembers():
+                    if member.name.count("/") == 1 and member.name.endswith("/PKG-INFO"):
+                        f = tf.extractfile(member)
+                        if f is not None:
+                            return f.read()
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+        raise IndexError_(f"{filename}: unreadable sdist ({exc})") from None
+    raise IndexError_(f"{filename}: sdist without PKG-INFO")

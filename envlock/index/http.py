@@ -1,0 +1,310 @@
+"""HTTP for the index client: connection reuse, retries, an on-disk cache, file:// URLs.
+
+``requests`` is imported on first network use only, so commands that never touch the
+network (``--offline``, ``verify``) do not pay for it. Responses to plain GETs are cached
+with their validators (ETag / Last-Modified) and honour ``Cache-Control: max-age``; a
+stale entry is revalidated with a conditional request; ``offline=True`` serves whatever
+the cache holds and never opens a connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from urllib.parse import unquote, urlsplit
+
+from envlock.errors import IndexError_, OfflineError
+from envlock.index.config import IndexConfig, redact
+
+__all__ = ["Response", "Transport", "RETRY_STATUSES"]
+
+RETRY_STATUSES = frozenset({500, 502, 503, 504, 429})
+
+
+@dataclass
+class Response:
+    url: str
+    status: int
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    from_cache: bool = False
+
+
+class Transport:
+    """GETs with retries and caching. Thread-safe for concurrent GETs."""
+
+    def __init__(self, config: IndexConfig, cache_dir: Optional[Path] = None,
+                 offline: bool = False, on_request: Optional[Callable[[str], None]] = None,
+                 backoff: float = 0.25, default_ttl: Optional[float] = None,
+                 refresh: bool = False) -> None:
+        self.config = config
+        #: freshness for responses that carry no caching headers at all (PyPI itself sends
+        #: max-age=600; some mirrors and proxies send nothing): ENVLOCK_INDEX_TTL seconds
+        self.default_ttl = default_ttl if default_ttl is not None else _env_ttl()
+        #: revalidate everything (``--refresh``)
+        self.refresh = refresh
+        self.cache_dir = cache_dir / "http" if cache_dir else None
+        self.offline = offline
+        self.on_request = on_request
+        self.backoff = backoff
+        self._session: Any = None
+        self._lock = threading.Lock()
+        self._auth: Dict[str, Tuple[str, str]] = {}
+        self.stats = {"requests": 0, "cache_hits": 0, "revalidated": 0, "retries": 0,
+                      "bytes": 0}
+        for url in (*config.indexes, *config.find_links):
+            parts = urlsplit(url)
+            if parts.username is not None:
+                self._auth[parts.hostname or ""] = (unquote(parts.username),
+                                                    unquote(parts.password or ""))
+
+    # -- session ---------------------------------------------------------------------
+    def _get_session(self) -> Any:
+        with self._lock:
+            if self._session is None:
+                import requests
+                from requests.adapters import HTTPAdapter
+
+                s = requests.Session()
+                adapter = HTTPAdapter(pool_connections=8, pool_maxsize=16, max_retries=0)
+                s.mount("https://", adapter)
+                s.mount("http://", adapter)
+                s.headers["User-Agent"] = _user_agent()
+                if self.config.cert:
+                    s.verify = self.config.cert
+                if self.config.client_cert:
+                    s.cert = self.config.client_cert
+                self._session = s
+            return self._session
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+
+    # -- cache -----------------------------------------------------------------------
+    def _paths(self, url: str) -> Optional[Tuple[Path, Path]]:
+        if self.cache_dir is None:
+            return None
+        key = hashlib.sha256(redact(url).encode()).hexdigest()
+        d = self.cache_dir / key[:2]
+        return d / f"{key}.body", d / f"{key}.json"
+
+    def _cache_read(self, url: str) -> Optional[Tuple[bytes, Dict[str, Any]]]:
+        paths = self._paths(url)
+        if paths is None:
+            return None
+        try:
+            meta = json.loads(paths[1].read_text())
+            body = paths[0].read_bytes()
+        except (OSError, ValueError):
+            return None
+        if meta.get("sha256") != hashlib.sha256(body).hexdigest():
+            return None  # torn or tampered entry
+        return body, meta
+
+    def _cache_write(self, url: str, body: bytes, headers: Mapping[str, str]) -> None:
+        paths = self._paths(url)
+        if paths is None:
+            return
+        meta = {
+            "url": redact(url),
+            "stored": time.time(),
+            "etag": headers.get("ETag") or headers.get("etag"),
+            "last_modified": headers.get("Last-Modified") or headers.get("last-modified"),
+            "max_age": _max_age(headers),
+            "content_type": headers.get("Content-Type") or headers.get("content-type"),
+            "sha256": hashlib.sha256(body).hexdigest(),
+        }
+        try:
+            paths[0].parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(paths[0], body)
+            _atomic_write(paths[1], json.dumps(meta).encode())
+        except OSError:
+            pass
+
+    # -- requests --------------------------------------------------------------------
+    def get(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
+            cache: bool = True, immutable: bool = False) -> Response:
+        """GET ``url``. ``immutable`` entries (content-addressed files) never revalidate."""
+        if url.startswith("file:"):
+            return self._get_file(url)
+        cached = self._cache_read(url) if cache else None
+        if cached is not None:
+            body, meta = cached
+            age = time.time() - float(meta.get("stored", 0))
+            max_age = meta.get("max_age")
+            if max_age is None and not meta.get("etag") and not meta.get("last_modified"):
+                max_age = self.default_ttl  # the server gave no caching information at all
+            fresh = immutable or (not self.refresh and max_age is not None and age < max_age)
+            if fresh or self.offline:
+                self.stats["cache_hits"] += 1
+                return Response(url, 200, body, {"Content-Type": meta.get("content_type") or ""},
+                                from_cache=True)
+        if self.offline:
+            raise OfflineError(f"{redact(url)} is not in the cache and --offline forbids "
+                               f"the network",
+                               hint="run once without --offline to fill the cache")
+        hdrs = dict(headers or {})
+        if cached is not None:
+            _, meta = cached
+            if meta.get("etag"):
+                hdrs["If-None-Match"] = meta["etag"]
+            if meta.get("last_modified"):
+                hdrs["If-Modified-Since"] = meta["last_modified"]
+        resp = self._request(url, hdrs)
+        if resp.status == 304 and cached is not None:
+            self.stats["revalidated"] += 1
+            body, meta = cached
+            if cache:
+                self._cache_write(url, body, {**resp.headers,
+                                              "Content-Type": meta.get("content_type") or ""})
+            return Response(url, 200, body, {"Content-Type": meta.get("content_type") or ""},
+                            from_cache=True)
+        if resp.status >= 400:
+            raise IndexError_(f"{redact(url)} answered HTTP {resp.status}")
+        if cache:
+            self._cache_write(url, resp.body, resp.headers)
+        return resp
+
+    def get_range(self, url: str, start: Optional[int], end: Optional[int]) -> Response:
+        """A byte range (``start=None`` asks for the last ``end`` bytes). Not cached here."""
+        if url.startswith("file:"):
+            path = _file_path(url)
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if start is None:
+                    start = max(0, size - (end or 0))
+                    stop = size
+                else:
+                    stop = min(size, (end if end is not None else size - 1) + 1)
+                fh.seek(start)
+                body = fh.read(stop - start)
+            return Response(url, 206, body, {"Content-Range": f"bytes {start}-{stop-1}/{size}"})
+        if self.offline:
+            raise OfflineError(f"{redact(url)} is not in the cache and --offline forbids "
+                               f"the network")
+        rng = f"bytes=-{end}" if start is None else f"bytes={start}-{'' if end is None else end}"
+        resp = self._request(url, {"Range": rng, "Accept-Encoding": "identity"})
+        if resp.status >= 400:
+            raise IndexError_(f"{redact(url)} answered HTTP {resp.status} to a range request")
+        return resp
+
+    def _request(self, url: str, headers: Mapping[str, str]) -> Response:
+        session = self._get_session()
+        host = urlsplit(url).hostname or ""
+        auth = self._auth.get(host)
+        verify: Any = session.verify
+        if host in self.config.trusted_hosts:
+            verify = False
+        attempts = max(0, self.config.retries) + 1
+        last_error = ""
+        for attempt in range(attempts):
+            if attempt:
+                self.stats["retries"] += 1
+                delay = self.backoff * (2 ** (attempt - 1)) * (1 + random.random() / 4)
+                time.sleep(min(delay, 8.0))
+            if self.on_request is not None:
+                self.on_request(url)
+            self.stats["requests"] += 1
+            try:
+                r = session.get(url, headers=dict(headers), timeout=self.config.timeout,
+                                auth=auth, verify=verify)
+            except Exception as exc:  # noqa: BLE001 - requests' exception tree is wide
+                import requests
+
+                if isinstance(exc, (requests.Timeout, requests.ConnectionError)):
+                    last_error = _short_error(exc)
+                    continue
+                raise IndexError_(f"{redact(url)}: {_short_error(exc)}") from None
+            if r.status_code in RETRY_STATUSES and attempt + 1 < attempts:
+                last_error = f"HTTP {r.status_code}"
+                r.close()
+                continue
+            body = r.content
+            self.stats["bytes"] += len(body)
+            return Response(r.url, r.status_code, body, dict(r.headers))
+        raise IndexError_(f"cannot reach {redact(url)} ({last_error}, after {attempts} "
+                          f"attempt{'s' if attempts > 1 else ''})",
+                          hint="check the index URL and your network, or use --offline "
+                               "with a filled cache")
+
+    def _get_file(self, url: str) -> Response:
+        path = _file_path(url)
+        if os.path.isdir(path):
+            path = os.path.join(path, "index.html")
+        try:
+            with open(path, "rb") as fh:
+                body = fh.read()
+        except OSError:
+            return_404 = Response(url, 404, b"")
+            return return_404
+        ctype = "application/vnd.pypi.simple.v1+json" if path.endswith(".json") else "text/html"
+        return Response(url, 200, body, {"Content-Type": ctype})
+
+
+def _env_ttl() -> float:
+    try:
+        return float(os.environ.get("ENVLOCK_INDEX_TTL", "600"))
+    except ValueError:
+        return 600.0
+
+
+def _file_path(url: str) -> str:
+    parts = urlsplit(url)
+    return unquote(parts.path)
+
+
+def _max_age(headers: Mapping[str, str]) -> Optional[float]:
+    cc = headers.get("Cache-Control") or headers.get("cache-control") or ""
+    for part in cc.split(","):
+        part = part.strip().lower()
+        if part in ("no-cache", "no-store"):
+            return 0.0
+        if part.startswith("max-age="):
+            try:
+                return float(part.split("=", 1)[1])
+            except ValueError:
+                return None
+    exp = headers.get("Expires")
+    date = headers.get("Date")
+    if exp and date:
+        try:
+            return (parsedate_to_datetime(exp) - parsedate_to_datetime(date)).total_seconds()
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _short_error(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    text = text.replace("\n", " ")
+    return text if len(text) < 160 else text[:157] + "..."
+
+
+def _user_agent() -> str:
+    from envlock import __version__
+
+    return f"envlock/{__version__}"

@@ -1,0 +1,135 @@
+"""Read single members of a remote zip (a wheel) with HTTP range requests.
+
+A wheel's METADATA is a few KB inside a file that can be 2 GB. When an index has no
+PEP 658 metadata file, we read the zip's end-of-central-directory record and central
+directory from the tail of the file, then fetch only the member we need.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple
+
+from envlock.errors import IndexError_
+
+__all__ = ["RemoteZip", "ZipEntry"]
+
+_EOCD = b"PK\x05\x06"
+_EOCD64_LOC = b"PK\x06\x07"
+_EOCD64 = b"PK\x06\x06"
+_CDH = b"PK\x01\x02"
+_LFH = b"PK\x03\x04"
+_TAIL = 64 * 1024 + 22
+
+#: fetch(start, end_inclusive) -> bytes; fetch(None, n) -> (last n bytes); returns
+#: (data, total_size or None)
+Fetch = Callable[[Optional[int], Optional[int]], Tuple[bytes, Optional[int]]]
+
+
+@dataclass(frozen=True)
+class ZipEntry:
+    name: str
+    method: int
+    compressed_size: int
+    size: int
+    header_offset: int
+
+
+class RemoteZip:
+    """The central directory of a remote zip, and on-demand member reads."""
+
+    def __init__(self, fetch: Fetch, label: str) -> None:
+        self._fetch = fetch
+        self.label = label
+        tail, total = fetch(None, _TAIL)
+        if total is None:
+            raise IndexError_(f"{label}: server did not report the file size for a range read")
+        self.size = total
+        tail_start = total - len(tail)
+        pos = tail.rfind(_EOCD)
+        if pos < 0:
+            raise IndexError_(f"{label}: not a zip file (no end-of-central-directory record)")
+        (_, _, _, _, n_total, cd_size, cd_offset, _) = struct.unpack(
+            "<4sHHHHIIH", tail[pos:pos + 22])
+        if cd_offset == 0xFFFFFFFF or n_total == 0xFFFF:
+            loc = tail.rfind(_EOCD64_LOC, 0, pos)
+            if loc < 0:
+                raise IndexError_(f"{label}: zip64 file without a zip64 locator")
+            (eocd64_off,) = struct.unpack("<Q", tail[loc + 8:loc + 16])
+            rec = self._slice(tail, tail_start, eocd64_off, 56)
+            if rec[:4] != _EOCD64:
+                raise IndexError_(f"{label}: bad zip64 end-of-central-directory record")
+            n_total, cd_size, cd_offset = struct.unpack("<QQQ", rec[32:56])
+        cd = self._slice(tail, tail_start, cd_offset, cd_size)
+        self.entries: Dict[str, ZipEntry] = _parse_cd(cd, label)
+
+    def _slice(self, tail: bytes, tail_start: int, offset: int, length: int) -> bytes:
+        if offset >= tail_start:
+            return tail[offset - tail_start: offset - tail_start + length]
+        data, _ = self._fetch(offset, offset + length - 1)
+        return data
+
+    def find(self, pattern: str) -> Optional[ZipEntry]:
+        """First entry whose name matches the regular expression ``pattern``."""
+        rx = re.compile(pattern)
+        for name, entry in self.entries.items():
+            if rx.search(name):
+                return entry
+        return None
+
+    def read(self, entry: ZipEntry, limit: Optional[int] = None) -> bytes:
+        """The member's bytes (decompressed); ``limit`` caps the uncompressed size."""
+        head, _ = self._fetch(entry.header_offset, entry.header_offset + 29)
+        if head[:4] != _LFH:
+            raise IndexError_(f"{self.label}: bad local header for {entry.name}")
+        n_len, x_len = struct.unpack("<HH", head[26:30])
+        start = entry.header_offset + 30 + n_len + x_len
+        if entry.compressed_size == 0:
+            return b""
+        data, _ = self._fetch(start, start + entry.compressed_size - 1)
+        if entry.method == 0:
+            return data[:limit] if limit else data
+        if entry.method == 8:
+            d = zlib.decompressobj(-15)
+            out = d.decompress(data, limit or 0)
+            return out
+        raise IndexError_(f"{self.label}: unsupported compression {entry.method} for "
+                          f"{entry.name}")
+
+
+def _parse_cd(cd: bytes, label: str) -> Dict[str, ZipEntry]:
+    entries: Dict[str, ZipEntry] = {}
+    pos = 0
+    while pos + 46 <= len(cd) and cd[pos:pos + 4] == _CDH:
+        (method, csize, usize, n_len, x_len, c_len, offset) = struct.unpack(
+            "<6xH8xIIHHH8xI", cd[pos + 4:pos + 46])
+        name = cd[pos + 46:pos + 46 + n_len].decode("utf-8", "replace")
+        extra = cd[pos + 46 + n_len:pos + 46 + n_len + x_len]
+        if 0xFFFFFFFF in (csize, usize, offset):
+            usize, csize, offset = _zip64_extra(extra, usize, csize, offset)
+        entries[name] = ZipEntry(name, method, csize, usize, offset)
+        pos += 46 + n_len + x_len + c_len
+    if not entries:
+        raise IndexError_(f"{label}: empty or unreadable central directory")
+    return entries
+
+
+def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> Tuple[int, int, int]:
+    i = 0
+    while i + 4 <= len(extra):
+        hid, size = struct.unpack("<HH", extra[i:i + 4])
+        if hid == 1:
+            body = extra[i + 4:i + 4 + size]
+            vals = list(struct.unpack(f"<{len(body) // 8}Q", body[: len(body) // 8 * 8]))
+            if usize == 0xFFFFFFFF and vals:
+                usize = vals.pop(0)
+            if csize == 0xFFFFFFFF and vals:
+                csize = vals.pop(0)
+            if offset == 0xFFFFFFFF and vals:
+                offset = vals.pop(0)
+            break
+        i += 4 + size
+    return usize, csize, offset

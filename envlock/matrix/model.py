@@ -1,0 +1,240 @@
+"""Typed values of the compatibility matrix.
+
+Every class here is a frozen dataclass (constructed with keywords; ``kw_only`` needs
+Python 3.10 and envlock supports 3.9) built by :mod:`envlock.matrix.load`
+after validation, so code that holds a :class:`Matrix` can trust its fields: versions
+parse, references resolve, arch lists are consistent with their CUDA line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Literal, Mapping, Optional, Tuple
+
+__all__ = [
+    "Confidence",
+    "Provenance",
+    "Source",
+    "Arch",
+    "Gpu",
+    "CudaMajor",
+    "CudaLine",
+    "CudaRelease",
+    "DriverBranch",
+    "NcclRelease",
+    "CudnnRelease",
+    "PlatformBuild",
+    "TorchRelease",
+    "TorchVariant",
+    "Advisory",
+    "PLATFORMS",
+]
+
+Confidence = Literal["primary", "measured", "secondary", "unverified"]
+CONFIDENCES: Tuple[str, ...] = ("primary", "measured", "secondary", "unverified")
+
+#: Platform keys used throughout envlock (the wheel platforms PyTorch publishes for).
+PLATFORMS: Tuple[str, ...] = (
+    "linux_x86_64",
+    "linux_aarch64",
+    "win_amd64",
+    "macos_arm64",
+    "macos_x86_64",
+)
+
+PYPI = "pypi"  #: index marker for "the configured default index" (PyPI or its mirror)
+
+
+@dataclass(frozen=True)
+class Source:
+    id: str
+    title: str
+    url: str
+    kind: Confidence
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a row comes from and how sure we are of it."""
+
+    sources: Tuple[str, ...]  # source ids or URLs, as written
+    confidence: Confidence
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Arch:
+    id: str
+    name: str
+    compute_capabilities: Tuple[str, ...]
+    first_cuda: Optional[str]
+    last_cuda_major: Optional[int]
+    last_driver_branch: Optional[str]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class Gpu:
+    id: str
+    name: str
+    aliases: Tuple[str, ...]
+    nvml_names: Tuple[str, ...]
+    cuda_names: Tuple[str, ...]
+    compute_capability: str
+    arch: str
+    chip: Optional[str]
+    memory_gb: Optional[float]
+    segment: str
+    form_factor: Optional[str]
+    pci_ids: Tuple[str, ...]
+    min_driver_branch: str
+    min_driver: Optional[str]
+    provenance: Provenance
+
+    @property
+    def sm(self) -> str:
+        major, minor = self.compute_capability.split(".")
+        return f"sm_{major}{minor}"
+
+
+@dataclass(frozen=True)
+class CudaMajor:
+    major: int
+    compat_min_driver_linux: str
+    compat_min_driver_windows: Optional[str]
+    compat_range_end: Optional[str]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class CudaLine:
+    version: str  # "12.4"
+    sass: Tuple[str, ...]
+    provenance: Provenance
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    version: str  # "12.4.1"
+    line: str
+    label: Optional[str]
+    driver_linux: Optional[str]
+    driver_windows: Optional[str]
+    components: Mapping[str, str]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class DriverBranch:
+    id: str  # "R535"
+    major: int
+    type: str
+    cuda: Optional[str]
+    eol: Optional[str]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class NcclRelease:
+    version: str
+    date: Optional[str]
+    cuda_majors: Tuple[int, ...]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class CudnnRelease:
+    version: str
+    cuda_majors: Tuple[int, ...]
+    compute_capabilities: Tuple[str, ...]
+    min_driver_linux: Optional[str]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class PlatformBuild:
+    """The PyPI wheel of one torch release for one platform (harvested)."""
+
+    platform: str
+    pythons: Tuple[str, ...]
+    tag: str  # cu124 / cpu
+    cuda: Optional[str]
+    wheel_tags: Tuple[str, ...]
+    sass: Optional[Tuple[str, ...]]
+    requires: Tuple[str, ...]
+    wheel: Optional[str] = None  # the wheel the facts were read from
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    version: str
+    date: Optional[str]
+    requires_python: Optional[str]
+    torchvision: Tuple[str, ...]
+    torchaudio: Tuple[str, ...]
+    builds: Mapping[str, PlatformBuild]
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class TorchVariant:
+    """One build of one torch release for one platform, on one index.
+
+    ``index`` is :data:`PYPI` for the build PyPI serves (reached through the configured
+    default index, so mirrors work) or the PyTorch index URL for that tag.
+    """
+
+    release: str
+    tag: str
+    platform: str
+    index: str
+    cuda: Optional[str]
+    cuda_release: Optional[str]
+    sass: Optional[Tuple[str, ...]]
+    ptx: Optional[Tuple[str, ...]]
+    pins_status: str  # known | partial | unknown
+    pins: Tuple[str, ...]
+    libraries: Mapping[str, str]
+    pythons: Tuple[str, ...]
+    provenance: Provenance
+
+    @property
+    def on_pypi(self) -> bool:
+        return self.index == PYPI
+
+    @property
+    def version_string(self) -> str:
+        """The version as installed: ``2.5.1`` from PyPI, ``2.5.1+cu121`` from the index."""
+        return self.release if self.on_pypi else f"{self.release}+{self.tag}"
+
+    @property
+    def targets(self) -> Tuple[str, ...]:
+        return tuple(self.sass or ()) + tuple(self.ptx or ())
+
+    @property
+    def arch_known(self) -> bool:
+        return self.sass is not None
+
+
+@dataclass(frozen=True)
+class Advisory:
+    id: str
+    title: str
+    severity: str
+    category: str
+    status: str
+    summary: str
+    symptoms: Tuple[str, ...]
+    signals: Tuple[str, ...]
+    condition: Optional[Mapping[str, Any]]
+    log_only: bool
+    fix: Tuple[str, ...]
+    sources: Tuple[str, ...]
+    resolve_action: Optional[str]
+    resolve_override: Tuple[str, ...]
+    provenance: Provenance
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False)

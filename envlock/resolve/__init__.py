@@ -1,0 +1,245 @@
+"""Turn hardware targets and requirements into a :class:`~envlock.lock.Lock`.
+
+Per target: choose the torch build (:mod:`envlock.resolve.hardware`), then resolve the
+full closure against real indexes (:mod:`envlock.resolve.closure`). With ``--offline`` the
+closure comes from the cache alone; with an empty cache the lock holds only the GPU core
+known from the matrix (torch, its nvidia-* and triton pins, torchvision/torchaudio if
+asked), without hashes, and says so (``closure = "gpu-core"``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from envlock import __version__
+from envlock.errors import OfflineError
+from envlock.index.client import IndexClient
+from envlock.index.config import IndexConfig, redact
+from envlock.lock.model import AppliedAdvisory, Lock, LockedFile, LockedPackage, LockTarget, TorchChoice
+from envlock.matrix.matrix import Matrix
+from envlock.matrix.model import TorchVariant
+from envlock.platforms import Target
+from envlock.resolve.closure import Finder, Req, reqs_from, resolve_closure
+from envlock.resolve.hardware import Choice, advisories_for, choose_variant
+from envlock.resolve.sources import SourcePolicy
+from envlock.resolve.target import ResolveRequest, TargetSpec
+
+__all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
+
+_PYTORCH_DEFAULT = "https://download.pytorch.org/whl"
+
+_LIB_PACKAGES = {
+    "nvidia-cublas": "cublas",
+    "nvidia-cudnn": "cudnn",
+    "nvidia-nccl": "nccl",
+    "nvidia-cuda-runtime": "cudart",
+    "nvidia-nvjitlink": "nvjitlink",
+    "nvidia-cusparse": "cusparse",
+    "nvidia-cuda-nvrtc": "nvrtc",
+}
+
+
+def torch_index_url(variant: TorchVariant, config: IndexConfig, pytorch_base: str) -> str:
+    """The simple index a build comes from: the configured default index for a PyPI build
+    (so mirrors work), the PyTorch index (or its mirror base) otherwise."""
+    if variant.on_pypi:
+        return config.index_url
+    base = pytorch_base.rstrip("/")
+    if variant.index.startswith(_PYTORCH_DEFAULT) and base != _PYTORCH_DEFAULT:
+        return base + variant.index[len(_PYTORCH_DEFAULT):]
+    return variant.index
+
+
+def libraries_of(packages: Dict[str, str], fallback: Dict[str, str]) -> Dict[str, str]:
+    """Expected native library versions from resolved nvidia-* packages (matrix fallback)."""
+    libs = dict(fallback)
+    for name, version in packages.items():
+        base = re.sub(r"-cu\d+$", "", canonicalize_name(name))
+        key = _LIB_PACKAGES.get(base)
+        if key:
+            libs[key] = version.split("+")[0]
+    return libs
+
+
+def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
+            client: Optional[IndexClient] = None, command: str = "envlock resolve",
+            on_event: Optional[Callable[[str], None]] = None) -> Lock:
+    own = client is None
+    if client is None:
+        from envlock.matrix.cache import cache_dir
+
+        client = IndexClient(config, cache_dir=cache_dir(), offline=request.offline)
+    try:
+        targets = [_resolve_target(request, matrix, config, client, t, on_event)
+                   for t in request.targets]
+    finally:
+        if own:
+            client.close()
+    return Lock(
+        envlock_version=__version__,
+        matrix_version=matrix.version,
+        inputs_hash=request.inputs_hash(matrix.version),
+        inputs=request.inputs(matrix.version),
+        command=command,
+        targets=tuple(targets),
+    )
+
+
+def _wanted_versions(matrix: Matrix, variant: TorchVariant,
+                     requirements: Sequence[Requirement]) -> Dict[str, Set[str]]:
+    rel = matrix.torch_releases[variant.release]
+    names = {canonicalize_name(r.name) for r in requirements}
+    allowed: Dict[str, Set[str]] = {}
+    if "torchvision" in names and rel.torchvision:
+        allowed["torchvision"] = set(rel.torchvision)
+    if "torchaudio" in names and rel.torchaudio:
+        allowed["torchaudio"] = set(rel.torchaudio)
+    return allowed
+
+
+def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
+                    client: IndexClient, spec: TargetSpec,
+                    on_event: Optional[Callable[[str], None]]) -> LockTarget:
+    choice = choose_variant(matrix, spec, request.torch, request.cuda)
+    v = choice.variant
+    tindex = torch_index_url(v, config, request.pytorch_index)
+    if on_event:
+        on_event(f"{spec.name}: torch {v.version_string} ({v.tag}) from {redact(tindex)}")
+    target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
+    decision = list(choice.decision)
+    advisories = list(choice.advisories)
+    overrides = {canonicalize_name(r.name): r for r in choice.overrides}
+    closure = "full"
+    try:
+        packages, resolved_versions = _closure(request, matrix, client, config, target, v,
+                                               tindex, overrides, on_event)
+        # Re-judge advisories on the real pins (the index may pin what the matrix did not).
+        libs = libraries_of(resolved_versions, dict(v.libraries))
+        extra = [(aid, act) for aid, act in advisories_for(matrix, spec, v, resolved_versions,
+                                                            libs)
+                 if act == "override" and canonicalize_name(aid) not in
+                 {a.id for a in advisories}]
+        if extra:
+            for aid, _ in extra:
+                adv = matrix.advisories[aid]
+                for r in adv.resolve_override:
+                    req = Requirement(r)
+                    overrides[canonicalize_name(req.name)] = req
+                advisories.append(AppliedAdvisory(aid, "override", adv.title,
+                                                  tuple(adv.resolve_override)))
+            decision.append("re-resolved with overrides after reading the index's pins: "
+                            + ", ".join(aid for aid, _ in extra))
+            packages, resolved_versions = _closure(request, matrix, client, config, target,
+                                                   v, tindex, overrides, on_event)
+    except OfflineError as exc:
+        if not request.offline:
+            raise
+        closure = "gpu-core"
+        decision.append(f"offline and not cached ({exc.message}); the lock holds only the "
+                        f"GPU core from the matrix, without hashes or transitive closure")
+        packages, resolved_versions = _gpu_core(matrix, request, target, v, tindex, overrides)
+    libs = libraries_of(resolved_versions, dict(v.libraries))
+    for name, req in overrides.items():
+        decision.append(f"override: {req} (advisory) instead of the build's own pin")
+    need = choice.need
+    return LockTarget(
+        name=spec.name,
+        gpus=tuple(g.nvml_names[0] if g.nvml_names else g.name for g in spec.gpus),
+        gpu_models=tuple(g.id for g in spec.gpus),
+        compute_capabilities=tuple(g.compute_capability for g in spec.gpus),
+        python=spec.python,
+        platform=spec.platform,
+        glibc=spec.glibc,
+        driver=spec.driver,
+        driver_min=None if spec.cpu else need.minimum,
+        driver_min_reasons=() if spec.cpu else need.reasons,
+        torch=TorchChoice(
+            version=v.release, variant=v.tag, cuda=v.cuda, index=redact(tindex),
+            installed_version=resolved_versions.get("torch", v.version_string),
+            arch_list=tuple(v.sass) if v.sass is not None else None,
+            ptx=tuple(v.ptx) if v.ptx is not None else None, on_pypi=v.on_pypi),
+        libraries=libs,
+        advisories=tuple(advisories),
+        packages=tuple(packages),
+        closure=closure,
+        decision=tuple(decision),
+        env=dict(request.env),
+    )
+
+
+def _closure(request: ResolveRequest, matrix: Matrix, client: IndexClient,
+             config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
+             overrides: Dict[str, Requirement],
+             on_event: Optional[Callable[[str], None]]) -> Tuple[List[LockedPackage],
+                                                                 Dict[str, str]]:
+    policy = SourcePolicy(config, tindex)
+    finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements))
+    reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
+    reqs += reqs_from(request.requirements, target.markers)
+    resolved = resolve_closure(finder, reqs, overrides)
+    direct = {r.name for r in reqs}
+    packages: List[LockedPackage] = []
+    versions: Dict[str, str] = {}
+    for name, cand in sorted(resolved.packages.items()):
+        files = []
+        for d in cand.dists:
+            files.append(LockedFile(name=d.filename, url=redact(d.url),
+                                    sha256=client.sha256(d)))
+        packages.append(LockedPackage(name=name, version=str(cand.version),
+                                      index=redact(cand.index), files=tuple(files),
+                                      direct=name in direct))
+        versions[name] = str(cand.version)
+    if on_event:
+        on_event(f"resolved {len(packages)} packages")
+    return packages, versions
+
+
+def _gpu_core(matrix: Matrix, request: ResolveRequest, target: Target, v: TorchVariant,
+              tindex: str, overrides: Dict[str, Requirement]) -> Tuple[List[LockedPackage],
+                                                                       Dict[str, str]]:
+    env = dict(target.markers, extra="")
+    out: Dict[str, LockedPackage] = {}
+    versions: Dict[str, str] = {}
+    out["torch"] = LockedPackage("torch", v.version_string, redact(tindex), direct=True)
+    versions["torch"] = v.version_string
+    for text in v.pins:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        name = canonicalize_name(req.name)
+        if name in overrides:
+            req = overrides[name]
+        exact = [s.version for s in req.specifier if s.operator == "=="]
+        index = redact(tindex)
+        if len(exact) == 1 and "*" not in exact[0]:
+            out[name] = LockedPackage(name, exact[0], index)
+            versions[name] = exact[0]
+        else:
+            out[name] = LockedPackage(name, "", index, specifier=str(req.specifier))
+    rel = matrix.torch_releases[v.release]
+    wanted = {canonicalize_name(r.name) for r in request.requirements}
+    for pkg, choices in (("torchvision", rel.torchvision), ("torchaudio", rel.torchaudio)):
+        if pkg in wanted and choices:
+            ver = choices[-1] if v.on_pypi else f"{choices[-1]}+{v.tag}"
+            out[pkg] = LockedPackage(pkg, ver, redact(tindex), direct=True)
+            versions[pkg] = ver
+    return list(out.values()), versions
+
+
+def requirement_lines_from_cli(args_reqs: Sequence[str], files: Sequence[str]) -> Tuple[
+        List[Tuple[str, str]], Dict[str, str]]:
+    from envlock.resolve.target import read_requirement_file
+
+    lines = [("command line", r) for r in args_reqs]
+    digests: Dict[str, str] = {}
+    for f in files:
+        more, d = read_requirement_file(f)
+        lines.extend(more)
+        digests.update({str(Path(k)): val for k, val in d.items()})
+    return lines, digests

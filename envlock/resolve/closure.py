@@ -1,0 +1,366 @@
+"""The full dependency closure, resolved with resolvelib against real indexes.
+
+The provider is thin (resolvelib's five questions); the candidate data comes from
+:class:`Finder`, which reads project pages and metadata through the index client and
+evaluates markers and wheel tags for the *target* machine. To hide network latency it
+prefetches speculatively: when a candidate's dependencies are known, the pages of the
+dependencies and the metadata of their likely picks are fetched in parallel.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from dataclasses import dataclass, field
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+
+from packaging.requirements import Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import Tag
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, Resolver
+from resolvelib.resolvers import ResolutionTooDeep
+
+from envlock.errors import InputError, NoCandidateError
+from envlock.index.client import IndexClient
+from envlock.index.config import redact
+from envlock.index.pages import Dist
+from envlock.platforms import Target
+from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
+
+__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON"]
+
+PYTHON = "<python>"
+
+
+@dataclass(frozen=True)
+class Req:
+    name: str
+    specifier: SpecifierSet
+    extras: FrozenSet[str] = frozenset()
+    parent: str = ""
+
+    @property
+    def identifier(self) -> str:
+        return self.name if not self.extras else f"{self.name}[{','.join(sorted(self.extras))}]"
+
+    def __str__(self) -> str:
+        ex = f"[{','.join(sorted(self.extras))}]" if self.extras else ""
+        return f"{self.name}{ex}{self.specifier}"
+
+
+@dataclass(frozen=True)
+class Cand:
+    name: str
+    version: Version
+    dists: Tuple[Dist, ...]  # compatible files, best first
+    index: str
+    extras: FrozenSet[str] = frozenset()
+
+    @property
+    def identifier(self) -> str:
+        return self.name if not self.extras else f"{self.name}[{','.join(sorted(self.extras))}]"
+
+    @property
+    def best(self) -> Dist:
+        return self.dists[0]
+
+    def __str__(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+@dataclass
+class Resolved:
+    packages: Dict[str, Cand] = field(default_factory=dict)
+    parents: Dict[str, Set[str]] = field(default_factory=dict)
+
+
+class Finder:
+    """Candidates per project for one target, with caching and prefetch."""
+
+    def __init__(self, client: IndexClient, policy: SourcePolicy, target: Target,
+                 allowed_versions: Optional[Mapping[str, Set[str]]] = None) -> None:
+        self.client = client
+        self.policy = policy
+        self.target = target
+        self.tag_rank: Dict[Tag, int] = {t: i for i, t in enumerate(target.tags)}
+        self.python = Version(f"{target.python.rstrip('t')}.0")
+        self.env = target.markers
+        self.allowed = {canonicalize_name(k): v for k, v in (allowed_versions or {}).items()}
+        self._cands: Dict[str, List[Cand]] = {}
+        self._lock = threading.Lock()
+        self._prefetched: Set[Tuple[str, str]] = set()
+
+    # -- pages ---------------------------------------------------------------------------
+    def _pages(self, name: str) -> Tuple[str, List[Dist]]:
+        indexes, strict = self.policy.indexes_for(name)
+        futures = [(ix, self.client.prefetch_page(ix, name)) for ix in indexes]
+        for ix, fut in futures:
+            page = fut.result()
+            if page is not None and page.dists:
+                return ix, list(page.dists)
+        if not strict:
+            fl = self.client.find_links_dists(name)
+            if fl:
+                return fl[0].index, fl
+        return (indexes[0] if indexes else ""), []
+
+    def candidates(self, name: str) -> List[Cand]:
+        """Every usable version of ``name`` for the target, newest first."""
+        name = canonicalize_name(name)
+        with self._lock:
+            if name in self._cands:
+                return self._cands[name]
+        index, dists = self._pages(name)
+        by_version: Dict[Version, List[Tuple[Tuple[int, ...], Dist]]] = {}
+        for d in dists:
+            p = d.parsed
+            if p is None or p[0] != name:
+                continue
+            if d.requires_python and not _python_ok(d.requires_python, self.python):
+                continue
+            if p[4] == "wheel":
+                ranks = [self.tag_rank[t] for t in p[3] if t in self.tag_rank]
+                if not ranks:
+                    continue
+                # prefer the most specific tag, then the highest build number
+                key = (0, min(ranks), *[-x for x in _build_key(p[2])])
+            else:
+                key = (1, 0)
+            by_version.setdefault(p[1], []).append((key, d))
+        allowed = self.allowed.get(name)
+        out = []
+        for version, items in by_version.items():
+            if allowed is not None and str(version).split("+")[0] not in allowed:
+                continue
+            items.sort(key=lambda kd: (kd[0], kd[1].filename))
+            files = tuple(d for _, d in items)
+            out.append(Cand(name, version, files, index))
+        out.sort(key=lambda c: c.version, reverse=True)
+        with self._lock:
+            self._cands[name] = out
+        return out
+
+    def matching(self, req_spec: SpecifierSet, name: str) -> List[Cand]:
+        cands = self.candidates(name)
+        exact = any(s.operator in ("==", "===") for s in req_spec)
+        finals = [c for c in cands if not c.version.is_prerelease]
+        pool = finals if finals else cands
+        out = []
+        for c in pool:
+            if not req_spec.contains(c.version, prereleases=True):
+                continue
+            if c.best.yanked is not None and not exact:
+                continue
+            out.append(c)
+        if not out and not exact:
+            out = [c for c in cands if req_spec.contains(c.version, prereleases=True)
+                   and c.best.yanked is None]
+        return out
+
+    # -- prefetch ------------------------------------------------------------------------
+    def prefetch(self, req: Req) -> None:
+        key = (req.name, str(req.specifier))
+        with self._lock:
+            if key in self._prefetched or req.name == PYTHON:
+                return
+            self._prefetched.add(key)
+        indexes, _ = self.policy.indexes_for(req.name)
+        for ix in indexes[:1]:
+            fut = self.client.prefetch_page(ix, req.name)
+            fut.add_done_callback(lambda f, r=req: self._after_page(f, r))
+
+    def _after_page(self, fut: Any, req: Req) -> None:
+        try:
+            if fut.exception() is not None:
+                return
+            self.client._submit(self._prefetch_meta, req)
+        except RuntimeError:
+            pass  # pool shut down
+
+    def _prefetch_meta(self, req: Req) -> None:
+        try:
+            cands = self.matching(req.specifier, req.name)
+            if cands and cands[0].best.is_wheel:
+                self.client.prefetch_metadata(cands[0].best)
+        except Exception:  # noqa: BLE001 - prefetch is best effort; the real call reports
+            pass
+
+    # -- dependencies --------------------------------------------------------------------
+    def dependencies(self, cand: Cand) -> Tuple[List[Req], Optional[str]]:
+        meta = self.client.metadata(cand.best)
+        reqs: List[Req] = []
+        for r in meta.requirements():
+            for extra in (cand.extras or {""}):
+                env = dict(self.env, extra=extra)
+                if r.marker is not None and not r.marker.evaluate(env):
+                    continue
+                if extra and (r.marker is None or "extra" not in str(r.marker)):
+                    continue  # base requirements belong to the base candidate
+                reqs.append(Req(canonicalize_name(r.name), r.specifier,
+                                frozenset(canonicalize_name(e) for e in r.extras),
+                                parent=str(cand)))
+                break
+        return reqs, meta.requires_python
+
+
+@lru_cache(maxsize=2048)
+def _python_ok(requires_python: str, python: Version) -> bool:
+    try:
+        return SpecifierSet(requires_python).contains(python, prereleases=True)
+    except InvalidSpecifier:
+        return True  # an unreadable Requires-Python does not exclude (pip does the same)
+
+
+def _build_key(build: Tuple[Any, ...]) -> Tuple[int, ...]:
+    return tuple(x for x in build if isinstance(x, int)) or (0,)
+
+
+class _Provider(AbstractProvider):  # type: ignore[misc]
+    def __init__(self, finder: Finder, overrides: Mapping[str, Requirement],
+                 python: Version) -> None:
+        self.finder = finder
+        self.overrides = {canonicalize_name(k): v for k, v in overrides.items()}
+        self.python = python
+
+    def identify(self, requirement_or_candidate: Any) -> str:
+        return requirement_or_candidate.identifier
+
+    def get_preference(self, identifier: str, resolutions: Mapping[str, Any],
+                       candidates: Mapping[str, Iterator[Any]],
+                       information: Mapping[str, Iterator[Any]],
+                       backtrack_causes: Sequence[Any]) -> Any:
+        name = identifier.split("[")[0]
+        infos = list(information[identifier])
+        pinned = any(any(s.operator in ("==", "===") for s in i.requirement.specifier)
+                     for i in infos)
+        causes = {c.requirement.name for c in backtrack_causes}
+        return (name != PYTHON, name not in TORCH_FAMILY, name not in causes, not pinned,
+                identifier)
+
+    def find_matches(self, identifier: str, requirements: Mapping[str, Iterator[Req]],
+                     incompatibilities: Mapping[str, Iterator[Cand]]) -> List[Cand]:
+        reqs = list(requirements[identifier])
+        bad = {c.version for c in incompatibilities[identifier]}
+        name = identifier.split("[")[0]
+        if name == PYTHON:
+            c = Cand(PYTHON, self.python, (), "")
+            return [c] if all(r.specifier.contains(self.python, prereleases=True)
+                              for r in reqs) and c.version not in bad else []
+        spec = SpecifierSet()
+        for r in reqs:
+            spec &= r.specifier
+        extras: FrozenSet[str] = frozenset().union(*(r.extras for r in reqs))
+        out = []
+        for c in self.finder.matching(spec, name):
+            if c.version in bad:
+                continue
+            out.append(c if not extras else Cand(c.name, c.version, c.dists, c.index, extras))
+        if out and out[0].best.is_wheel:
+            self.finder.client.prefetch_metadata(out[0].best)
+        return out
+
+    def is_satisfied_by(self, requirement: Req, candidate: Cand) -> bool:
+        return requirement.specifier.contains(candidate.version, prereleases=True)
+
+    def get_dependencies(self, candidate: Cand) -> List[Req]:
+        if candidate.name == PYTHON:
+            return []
+        if candidate.extras:
+            base = Req(candidate.name, SpecifierSet(f"=={candidate.version}"),
+                       parent=str(candidate))
+            deps, _ = self.finder.dependencies(candidate)
+            out = [base] + deps
+        else:
+            deps, rp = self.finder.dependencies(candidate)
+            out = list(deps)
+            if rp:
+                try:
+                    out.append(Req(PYTHON, SpecifierSet(rp), parent=str(candidate)))
+                except InvalidSpecifier:
+                    pass
+        final = []
+        for r in out:
+            ov = self.overrides.get(r.name)
+            if ov is not None and r.name != candidate.name:
+                r = Req(r.name, ov.specifier, r.extras, parent=f"{r.parent} (override)")
+            final.append(r)
+            self.finder.prefetch(r)
+        return final
+
+
+class _Reporter(BaseReporter):  # type: ignore[misc]
+    def __init__(self, on_pin: Optional[Any] = None) -> None:
+        self.on_pin = on_pin
+
+    def pinning(self, candidate: Any) -> None:
+        if self.on_pin is not None:
+            self.on_pin(candidate)
+
+
+def resolve_closure(finder: Finder, requirements: Sequence[Req],
+                    overrides: Mapping[str, Requirement],
+                    on_pin: Optional[Any] = None) -> Resolved:
+    provider = _Provider(finder, overrides, finder.python)
+    for r in requirements:
+        finder.prefetch(r)
+    resolver = Resolver(provider, _Reporter(on_pin))
+    try:
+        result = resolver.resolve(list(requirements), max_rounds=5000)
+    except ResolutionImpossible as exc:
+        raise NoCandidateError(_impossible(exc, finder)) from None
+    except ResolutionTooDeep:
+        raise NoCandidateError("the dependency resolution did not converge (too much "
+                               "backtracking); pin some of your requirements more tightly")
+    out = Resolved()
+    for ident, cand in result.mapping.items():
+        if cand.name == PYTHON or cand.extras:
+            continue
+        out.packages[cand.name] = cand
+    for ident in result.mapping:
+        parents = {p for p in result.graph.iter_parents(ident) if p is not None}
+        out.parents[ident.split("[")[0]] = {p.split("[")[0] for p in parents}
+    return out
+
+
+def _impossible(exc: Any, finder: Finder) -> str:
+    parts = []
+    for cause in exc.causes[:4]:
+        req = cause.requirement
+        parent = f" (required by {cause.parent})" if cause.parent else " (requested)"
+        if req.name == PYTHON:
+            parts.append(f"{cause.parent} requires Python {req.specifier}, but the target is "
+                         f"Python {finder.target.python}")
+            continue
+        cands = finder.candidates(req.name)
+        if not cands:
+            indexes, _ = finder.policy.indexes_for(req.name)
+            where = ", ".join(redact(i) for i in indexes) or "the configured indexes"
+            parts.append(f"{req}{parent}: no files for {req.name} on {where} for "
+                         f"{finder.target.platform}/Python {finder.target.python}")
+        else:
+            near = ", ".join(str(c.version) for c in cands[:5])
+            parts.append(f"{req}{parent}: available {near}{' ...' if len(cands) > 5 else ''}")
+    return "cannot resolve the requirements: " + "; ".join(parts)
+
+
+def reqs_from(requirements: Iterable[Requirement], target_env: Mapping[str, str],
+              parent: str = "user") -> List[Req]:
+    out = []
+    for r in requirements:
+        if r.marker is not None and not r.marker.evaluate(dict(target_env, extra="")):
+            continue
+        out.append(Req(canonicalize_name(r.name), r.specifier,
+                       frozenset(canonicalize_name(e) for e in r.extras), parent=parent))
+    return out
+
+
+def ensure_sha256(client: IndexClient, dists: Sequence[Dist]) -> List[Tuple[Dist, str]]:
+    out = []
+    for d in dists:
+        try:
+            out.append((d, client.sha256(d)))
+        except Exception as exc:  # noqa: BLE001
+            raise InputError(f"cannot hash {d.filename}: {exc}") from None
+    return out

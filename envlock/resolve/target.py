@@ -1,0 +1,257 @@
+"""What a resolution is for: hardware targets and the user's constraints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from envlock.errors import InputError, UsageError
+from envlock.matrix.matrix import Matrix
+from envlock.matrix.model import Gpu
+from envlock.platforms import DEFAULT_GLIBC, PLATFORM_INFO
+from envlock.snapshot import Snapshot
+from envlock.versions import is_driver_version
+
+__all__ = [
+    "TargetSpec",
+    "ResolveRequest",
+    "gpu_targets",
+    "snapshot_target",
+    "parse_requirements",
+    "read_requirement_file",
+    "TORCH_FAMILY",
+]
+
+#: Packages that must come from the chosen build's index and nowhere else.
+TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
+_PY_RE = re.compile(r"^3\.\d{1,2}t?$")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    name: str
+    gpus: Tuple[Gpu, ...]
+    python: str
+    platform: str
+    glibc: str = DEFAULT_GLIBC
+    driver: Optional[str] = None
+    cpu: bool = False
+    origin: str = ""
+
+    def describe(self) -> str:
+        what = "CPU only" if self.cpu else " + ".join(g.name for g in self.gpus)
+        drv = f", driver {self.driver}" if self.driver else ""
+        return f"{what}, Python {self.python}, {self.platform}{drv}"
+
+    def key(self) -> Dict[str, Any]:
+        return {"name": self.name, "gpus": [g.id for g in self.gpus], "cpu": self.cpu,
+                "python": self.python, "platform": self.platform, "glibc": self.glibc,
+                "driver": self.driver}
+
+
+@dataclass(frozen=True)
+class ResolveRequest:
+    targets: Tuple[TargetSpec, ...]
+    torch: SpecifierSet = field(default_factory=SpecifierSet)
+    cuda: Optional[str] = None
+    requirements: Tuple[Requirement, ...] = ()
+    requirement_files: Mapping[str, str] = field(default_factory=dict)  # path -> sha256
+    offline: bool = False
+    indexes: Tuple[str, ...] = ()
+    pytorch_index: str = "https://download.pytorch.org/whl"
+    env: Mapping[str, str] = field(default_factory=dict)
+    together: bool = False
+
+    def inputs(self, matrix_version: str) -> Dict[str, Any]:
+        """Everything that determines the lock, for the inputs hash and ``--check``."""
+        return {
+            "targets": [t.key() for t in self.targets],
+            "together": self.together,
+            "torch": str(self.torch),
+            "cuda": self.cuda or "",
+            "requirements": sorted(str(r) for r in self.requirements),
+            "requirement-files": dict(sorted(self.requirement_files.items())),
+            "offline": self.offline,
+            "indexes": list(self.indexes),
+            "pytorch-index": self.pytorch_index,
+            "env": dict(sorted(self.env.items())),
+            "matrix-version": matrix_version,
+        }
+
+    def inputs_hash(self, matrix_version: str) -> str:
+        return hash_inputs(self.inputs(matrix_version))
+
+
+def hash_inputs(inputs: Mapping[str, Any]) -> str:
+    """The lock's ``inputs-hash``: what ``resolve --check`` compares."""
+    from envlock.lock.model import LOCK_VERSION
+
+    blob = json.dumps({"lock-version": LOCK_VERSION, **inputs}, sort_keys=True,
+                      separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _check_python(python: str) -> str:
+    if not _PY_RE.match(python):
+        raise UsageError(f"--python {python!r}: give a CPython version like 3.11")
+    return python
+
+
+def _check_platform(platform: str) -> str:
+    if platform not in PLATFORM_INFO or platform.startswith("macos"):
+        raise UsageError(f"--platform {platform!r}: use linux_x86_64, linux_aarch64 or "
+                         f"win_amd64")
+    return platform
+
+
+def _check_driver(driver: Optional[str]) -> Optional[str]:
+    if driver is not None and not is_driver_version(driver):
+        raise UsageError(f"--driver {driver!r} is not an NVIDIA driver version "
+                         f"(like 535.104.05)")
+    return driver
+
+
+def gpu_targets(matrix: Matrix, gpus: Sequence[str], *, cpu: bool, together: bool,
+                python: str, platform: str, glibc: str,
+                driver: Optional[str]) -> List[TargetSpec]:
+    """``--gpu`` values (and ``--cpu``) -> targets; one per GPU unless ``together``."""
+    _check_python(python)
+    _check_platform(platform)
+    _check_driver(driver)
+    found: List[Gpu] = []
+    for name in gpus:
+        g = matrix.gpu(name)  # raises UnknownGpuError with suggestions
+        if g not in found:
+            found.append(g)
+    targets: List[TargetSpec] = []
+    if found:
+        if together:
+            targets.append(TargetSpec(name="+".join(g.id for g in found), gpus=tuple(found),
+                                      python=python, platform=platform, glibc=glibc,
+                                      driver=driver, origin="--gpu --together"))
+        else:
+            for g in found:
+                targets.append(TargetSpec(name=g.id, gpus=(g,), python=python,
+                                          platform=platform, glibc=glibc, driver=driver,
+                                          origin="--gpu"))
+    if cpu:
+        targets.append(TargetSpec(name="cpu", gpus=(), python=python, platform=platform,
+                                  glibc=glibc, driver=None, cpu=True, origin="--cpu"))
+    if not targets:
+        raise UsageError("nothing to resolve for: give --gpu NAME (one or more), --cpu, "
+                         "or --from-snapshot FILE")
+    return targets
+
+
+def snapshot_target(matrix: Matrix, snapshot: Snapshot, origin: str,
+                    python: Optional[str] = None, platform: Optional[str] = None,
+                    glibc: Optional[str] = None) -> TargetSpec:
+    """The machine in a snapshot as one target (all its visible GPUs together)."""
+    gpus: List[Gpu] = []
+    unknown: List[str] = []
+    for g in snapshot.visible_gpus():
+        if not g.name:
+            continue
+        m = matrix.find_gpu(g.name, g.memory_mib)
+        if m is None:
+            unknown.append(g.name)
+        elif m not in gpus:
+            gpus.append(m)
+    if unknown:
+        raise InputError(f"{origin}: GPU {unknown[0]!r} is not in the matrix; pass --gpu "
+                         f"with a known model instead")
+    py = python or ".".join((snapshot.python.version or "3.11").split(".")[:2])
+    machine = snapshot.host.machine or "x86_64"
+    plat = platform or {"x86_64": "linux_x86_64", "amd64": "linux_x86_64",
+                        "aarch64": "linux_aarch64", "arm64": "linux_aarch64"}.get(
+                            machine.lower(), "linux_x86_64")
+    gl = glibc or (snapshot.host.glibc if snapshot.host.glibc else DEFAULT_GLIBC)
+    driver = snapshot.driver.version if snapshot.driver and snapshot.driver.version else None
+    name = "+".join(g.id for g in gpus) if gpus else "cpu"
+    return TargetSpec(name=name, gpus=tuple(gpus), python=_check_python(py),
+                      platform=_check_platform(plat), glibc=gl, driver=driver,
+                      cpu=not gpus, origin=f"snapshot {origin}")
+
+
+def parse_requirements(lines: Sequence[Tuple[str, str]]) -> List[Requirement]:
+    """(origin, text) pairs -> requirements; a bad line names its file and line."""
+    out: List[Requirement] = []
+    for origin, text in lines:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            raise InputError(f"{origin}: invalid requirement {text!r}: {exc}") from None
+        if req.url:
+            raise InputError(f"{origin}: direct URL requirements ({text!r}) cannot be locked "
+                             f"by envlock; publish the package to an index")
+        out.append(req)
+    return out
+
+
+def read_requirement_file(path: str, seen: Optional[set] = None) -> Tuple[
+        List[Tuple[str, str]], Dict[str, str]]:
+    """Lines of a requirements file (``-r`` nests), and the sha256 of each file read.
+
+    Options other than ``-r``/``-c`` (``--index-url`` and friends) are rejected with the
+    line: indexes are envlock options, so a lock cannot silently depend on them.
+    """
+    seen = set() if seen is None else seen
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"requirements file {path} does not exist") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    digests = {str(p): "sha256:" + hashlib.sha256(text.encode()).hexdigest()}
+    out: List[Tuple[str, str]] = []
+    if p.resolve() in seen:
+        return out, digests
+    seen.add(p.resolve())
+    joined = re.sub(r"\\\n", "", text)
+    for no, raw in enumerate(joined.splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{path}:{no}"
+        if line.startswith(("-r ", "--requirement ")):
+            nested = line.split(None, 1)[1].strip()
+            nested_path = str((p.parent / nested)) if not Path(nested).is_absolute() else nested
+            more, d = read_requirement_file(nested_path, seen)
+            out.extend(more)
+            digests.update(d)
+            continue
+        if line.startswith("-"):
+            raise InputError(f"{where}: option {line.split()[0]!r} is not supported in "
+                             f"requirements files; pass index options to envlock instead")
+        out.append((where, line))
+    return out, digests
+
+
+def torch_spec_from(requirements: Sequence[Requirement], torch: Optional[str]) -> Tuple[
+        SpecifierSet, List[Requirement]]:
+    """Merge ``--torch`` with any ``torch`` requirement; return the rest."""
+    text = (torch or "").strip()
+    if re.match(r"^\d+\.\d+$", text):
+        text = f"=={text}.*"  # "--torch 2.4" means any 2.4.x
+    elif re.match(r"^\d+\.\d+\.\d+$", text):
+        text = f"=={text}"
+    try:
+        spec = SpecifierSet(text)
+    except InvalidSpecifier:
+        raise UsageError(f"--torch {torch!r} is not a version specifier (like '>=2.4,<2.5')")
+    rest = []
+    for r in requirements:
+        if canonicalize_name(r.name) == "torch":
+            spec &= r.specifier
+        else:
+            rest.append(r)
+    return spec, rest

@@ -1,0 +1,316 @@
+"""The ``Snapshot`` value: what one machine has, as recorded by ``envlock snapshot``.
+
+The JSON form (schema ``envlock.snapshot/1``) is a contract: fields may be added, never
+renamed. Unknown values are ``null``. :func:`Snapshot.from_dict` accepts any document of
+schema major 1 (fields it does not know are kept in ``extra`` and written back), refuses a
+newer major with a clear message, and reports the first malformed field by its path.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from envlock.errors import InputError
+
+__all__ = [
+    "SCHEMA",
+    "Host",
+    "PythonInfo",
+    "Driver",
+    "GpuInfo",
+    "Link",
+    "Library",
+    "TorchInfo",
+    "Snapshot",
+    "load_snapshot",
+]
+
+SCHEMA = "envlock.snapshot/1"
+LINK_KINDS = ("NVLINK", "NVSWITCH", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+@dataclass(frozen=True)
+class Host:
+    hostname: Optional[str] = None
+    os: Optional[str] = None
+    distro: Optional[str] = None
+    kernel: Optional[str] = None
+    machine: Optional[str] = None
+    glibc: Optional[str] = None
+    container: Optional[str] = None
+    virtualization: Optional[str] = None
+    iommu: Optional[bool] = None
+    shm_bytes: Optional[int] = None
+    cpu_count: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class PythonInfo:
+    version: Optional[str] = None
+    implementation: Optional[str] = None
+    executable: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Driver:
+    version: Optional[str] = None
+    cuda: Optional[str] = None
+    fabric_manager: Optional[str] = None
+    #: why NVML failed: driver-not-loaded, library-mismatch, no-permission, not-found, unknown
+    error: Optional[str] = None
+    source: Optional[str] = None  # nvml | proc | sysfs | stated
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    name: Optional[str] = None
+    uuid: Optional[str] = None
+    compute_capability: Optional[str] = None
+    memory_mib: Optional[int] = None
+    pci_bus_id: Optional[str] = None
+    mig: Optional[bool] = None
+    lost: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class Link:
+    a: int
+    b: int
+    kind: Optional[str] = None
+    p2p: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class Library:
+    name: str
+    version: Optional[str] = None
+    path: Optional[str] = None
+    owner: Optional[str] = None
+    selected: bool = False
+    loaded: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    version: Optional[str] = None
+    cuda: Optional[str] = None
+    cudnn: Optional[str] = None
+    nccl: Optional[str] = None
+    arch_list: Optional[Tuple[str, ...]] = None
+    source: Optional[str] = None  # files | import
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken_at: Optional[str] = None
+    host: Host = field(default_factory=Host)
+    python: PythonInfo = field(default_factory=PythonInfo)
+    driver: Optional[Driver] = None
+    gpus: Tuple[GpuInfo, ...] = ()
+    links: Tuple[Link, ...] = ()
+    packages: Mapping[str, str] = field(default_factory=dict)
+    libraries: Tuple[Library, ...] = ()
+    torch: Optional[TorchInfo] = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: how the hardware facts were obtained: probed | stated (--gpu/--driver) | none
+    hardware_source: Optional[str] = None
+    notes: Tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    # -- JSON --------------------------------------------------------------------------
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"schema": SCHEMA, "taken_at": self.taken_at}
+        d["host"] = asdict(self.host)
+        d["python"] = asdict(self.python)
+        d["driver"] = None if self.driver is None else asdict(self.driver)
+        d["gpus"] = [asdict(g) for g in self.gpus]
+        d["links"] = [asdict(link) for link in self.links]
+        d["packages"] = dict(sorted(self.packages.items()))
+        d["libraries"] = [asdict(lib) for lib in self.libraries]
+        if self.torch is None:
+            d["torch"] = None
+        else:
+            t = asdict(self.torch)
+            t["arch_list"] = None if self.torch.arch_list is None else list(self.torch.arch_list)
+            d["torch"] = t
+        d["env"] = dict(sorted(self.env.items()))
+        d["hardware_source"] = self.hardware_source
+        d["notes"] = list(self.notes)
+        for k, v in self.extra.items():
+            d.setdefault(k, v)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any, origin: str = "snapshot") -> "Snapshot":
+        if not isinstance(data, dict):
+            raise InputError(f"{origin}: a snapshot is a JSON object")
+        schema = data.get("schema")
+        if not isinstance(schema, str) or not schema.startswith("envlock.snapshot/"):
+            raise InputError(f"{origin}: not an envlock snapshot (schema is {schema!r})")
+        try:
+            major = int(schema.rsplit("/", 1)[1].split(".")[0])
+        except ValueError:
+            raise InputError(f"{origin}: unreadable schema version {schema!r}") from None
+        if major > 1:
+            raise InputError(f"{origin}: snapshot schema {schema} comes from a newer envlock; "
+                             f"this envlock reads {SCHEMA} (upgrade envlock)")
+        if major < 1:
+            raise InputError(f"{origin}: unknown snapshot schema {schema!r}")
+        r = _Reader(origin)
+        host = r.record(Host, data.get("host") or {}, "host")
+        python = r.record(PythonInfo, data.get("python") or {}, "python")
+        driver = None if data.get("driver") is None else r.record(Driver, data["driver"], "driver")
+        gpus = tuple(r.record(GpuInfo, g, f"gpus[{i}]")
+                     for i, g in enumerate(r.array(data.get("gpus"), "gpus")))
+        links = tuple(r.record(Link, x, f"links[{i}]")
+                      for i, x in enumerate(r.array(data.get("links"), "links")))
+        libraries = tuple(r.record(Library, x, f"libraries[{i}]")
+                          for i, x in enumerate(r.array(data.get("libraries"), "libraries")))
+        torch = None
+        if data.get("torch") is not None:
+            t = dict(r.obj(data["torch"], "torch"))
+            if t.get("arch_list") is not None:
+                t["arch_list"] = tuple(r.str_array(t["arch_list"], "torch.arch_list"))
+            torch = r.record(TorchInfo, t, "torch")
+        packages = r.str_map(data.get("packages") or {}, "packages")
+        env = r.str_map(data.get("env") or {}, "env")
+        known = {"schema", "taken_at", "host", "python", "driver", "gpus", "links", "packages",
+                 "libraries", "torch", "env", "hardware_source", "notes"}
+        extra = {k: v for k, v in data.items() if k not in known}
+        return cls(
+            taken_at=data.get("taken_at") if isinstance(data.get("taken_at"), str) else None,
+            host=host, python=python, driver=driver, gpus=gpus, links=links,
+            packages=packages, libraries=libraries, torch=torch, env=env,
+            hardware_source=data.get("hardware_source"),
+            notes=tuple(str(n) for n in (data.get("notes") or [])),
+            extra=extra,
+        )
+
+    # -- views -------------------------------------------------------------------------
+    def visible_gpus(self) -> List[GpuInfo]:
+        """GPUs the job sees: ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs) applied.
+
+        An empty or ``-1`` value hides every GPU; an unknown entry stops the list there,
+        as CUDA itself does.
+        """
+        cvd = self.env.get("CUDA_VISIBLE_DEVICES")
+        if cvd is None:
+            return list(self.gpus)
+        out: List[GpuInfo] = []
+        for item in (x.strip() for x in cvd.split(",")):
+            if not item:
+                break
+            match = None
+            if item.lstrip("-").isdigit():
+                idx = int(item)
+                if idx < 0:
+                    break
+                match = next((g for g in self.gpus if g.index == idx), None)
+            else:
+                match = next((g for g in self.gpus if g.uuid and (g.uuid == item or g.uuid.startswith(item))), None)
+            if match is None:
+                break
+            if match not in out:
+                out.append(match)
+        return out
+
+    def with_env(self, **env: str) -> "Snapshot":
+        return replace(self, env={**self.env, **env})
+
+
+class _Reader:
+    """Type checks with paths, raising InputError on the first problem."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+    def fail(self, path: str, msg: str) -> None:
+        raise InputError(f"{self.origin}: {path}: {msg}")
+
+    def obj(self, value: Any, path: str) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(path, "expected an object")
+        return value
+
+    def array(self, value: Any, path: str) -> List[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail(path, "expected an array")
+        return value
+
+    def str_array(self, value: Any, path: str) -> List[str]:
+        items = self.array(value, path)
+        for i, v in enumerate(items):
+            if not isinstance(v, str):
+                self.fail(f"{path}[{i}]", "expected a string")
+        return items
+
+    def str_map(self, value: Any, path: str) -> Dict[str, str]:
+        m = self.obj(value, path)
+        out = {}
+        for k, v in m.items():
+            if not isinstance(v, str):
+                self.fail(f"{path}.{k}", "expected a string")
+            out[str(k)] = v
+        return out
+
+    def record(self, cls: Any, value: Any, path: str) -> Any:
+        m = self.obj(value, path)
+        kwargs: Dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in m:
+                continue
+            v = m[f.name]
+            typ = str(f.type)
+            if v is None:
+                if "Optional" in typ:
+                    kwargs[f.name] = None
+                    continue
+                self.fail(f"{path}.{f.name}", "must not be null")
+            if "bool" in typ and "int" not in typ:
+                ok = isinstance(v, bool)
+            elif typ.startswith("int") or typ == "Optional[int]":
+                ok = isinstance(v, int) and not isinstance(v, bool)
+            elif "Tuple" in typ:
+                ok = isinstance(v, (list, tuple))
+                v = tuple(v) if ok else v
+            else:
+                ok = isinstance(v, str)
+            if not ok:
+                self.fail(f"{path}.{f.name}", f"unexpected value {v!r}")
+            kwargs[f.name] = v
+        for f in fields(cls):
+            if f.name not in kwargs and f.default is dataclass_missing() and \
+                    f.default_factory is dataclass_missing():  # type: ignore[misc]
+                self.fail(f"{path}.{f.name}", "missing")
+        return cls(**kwargs)
+
+
+def dataclass_missing() -> Any:
+    from dataclasses import MISSING
+
+    return MISSING
+
+
+def load_snapshot(path: str) -> Snapshot:
+    """Read a snapshot file; every failure is a one-line InputError."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"snapshot {path} does not exist") from None
+    except OSError as exc:
+        raise InputError(f"cannot read snapshot {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{path} is not valid JSON: {exc}") from None
+    return Snapshot.from_dict(data, origin=path)
