@@ -21,6 +21,9 @@ __all__ = ["main", "build_parser", "Output", "COMMANDS"]
 #: and never imports torch, requests or the matrix).
 COMMANDS = {
     "resolve": "envlock.cli.resolve_cmd",
+    "snapshot": "envlock.cli.snapshot_cmd",
+    "verify": "envlock.cli.verify_cmd",
+    "doctor": "envlock.cli.doctor_cmd",
     "matrix": "envlock.cli.matrix_cmd",
 }
 

@@ -1,0 +1,72 @@
+"""Advisories that apply to a machine, as findings (used by doctor and verify)."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from envlock.checks.conditions import evaluate
+from envlock.checks.facts import UNKNOWN, Facts
+from envlock.checks.finding import Finding
+from envlock.matrix.conditions import fact_paths
+from envlock.matrix.matrix import Matrix
+from envlock.matrix.model import Advisory
+
+__all__ = ["advisory_findings", "advisory_finding", "seen"]
+
+
+def seen(adv: Advisory, facts: Facts) -> str:
+    """What was observed: the facts the advisory's condition looks at, with their values."""
+    if adv.condition is None:
+        return ""
+    parts: List[str] = []
+    done = set()
+    for scope, fact, _ in sorted(fact_paths(adv.condition), key=lambda x: (str(x[0]), x[1])):
+        if scope is not None:
+            key = f"{scope}.{fact}"
+            if key in done:
+                continue
+            done.add(key)
+            elems = facts.elements(scope)
+            if elems is UNKNOWN:
+                continue
+            vals = sorted({str(e.get(fact)) for e in elems if e.get(fact) is not UNKNOWN})
+            if vals:
+                parts.append(f"{scope} {fact}: {', '.join(vals[:6])}")
+            continue
+        if fact in done:
+            continue
+        done.add(fact)
+        value = facts.get(fact)
+        if value is UNKNOWN:
+            continue
+        if isinstance(value, list):
+            if not value:
+                continue
+            shown = sorted({str(v) for v in value})
+            value = ", ".join(shown[:6]) + (" ..." if len(shown) > 6 else "")
+        parts.append(f"{fact}={value}")
+    return "; ".join(parts)
+
+
+def advisory_finding(adv: Advisory, detail_prefix: str = "", score: Optional[float] = None,
+                     facts: Optional[Facts] = None) -> Finding:
+    observed = seen(adv, facts) if facts is not None else ""
+    detail = adv.summary
+    if observed:
+        detail += f" Seen: {observed}."
+    if detail_prefix:
+        detail = f"{detail_prefix} {detail}"
+    return Finding(id=adv.id, severity=adv.severity, category=adv.category, title=adv.title,
+                   detail=detail.strip(), fix=adv.fix, sources=adv.sources, score=score,
+                   extra={"status": adv.status})
+
+
+def advisory_findings(matrix: Matrix, facts: Facts,
+                      only: Optional[Sequence[str]] = None) -> List[Finding]:
+    out: List[Finding] = []
+    for adv in matrix.advisories.values():
+        if adv.condition is None or (only is not None and adv.id not in only):
+            continue
+        if evaluate(adv.condition, facts) is True:
+            out.append(advisory_finding(adv, facts=facts))
+    return out

@@ -1,0 +1,101 @@
+"""``envlock doctor`` as a function: known problems of a machine, from its snapshot, its
+logs and (optionally) live smoke checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from envlock.checks.advisories import advisory_findings
+from envlock.checks.facts import Facts, facts_from_snapshot
+from envlock.checks.finding import Finding, sort_findings
+from envlock.checks.logs import log_findings, rank_logs
+from envlock.checks.smoke import SmokeResult
+from envlock.matrix.matrix import Matrix
+from envlock.snapshot import Snapshot
+
+__all__ = ["DoctorResult", "doctor", "smoke_findings"]
+
+
+@dataclass(frozen=True)
+class DoctorResult:
+    findings: Tuple[Finding, ...]
+    smoke: Tuple[SmokeResult, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity in ("error", "warning") for f in self.findings)
+
+    def to_dict(self) -> Dict[str, object]:
+        d: Dict[str, object] = {"ok": self.ok, "findings": [f.to_dict() for f in self.findings]}
+        if self.smoke:
+            d["smoke"] = [{"check": s.name, "outcome": s.outcome, "signal": s.signal,
+                           "detail": s.detail, "advisories": list(s.advisories),
+                           **({"works_with": dict(s.works_with)} if s.works_with else {})}
+                          for s in self.smoke]
+        return d
+
+
+_SMOKE_FINDING = {
+    "signal": "the check crashed",
+    "timeout": "the check hung",
+    "wrong": "the check computed a wrong result (silent data corruption)",
+    "error": "the check failed",
+}
+
+
+def smoke_findings(results: Sequence[SmokeResult], matrix: Matrix,
+                   facts: Optional[Facts]) -> Tuple[List[Finding], List[SmokeResult]]:
+    """Failed smoke checks -> findings; each is tied to the advisories that explain it."""
+    findings: List[Finding] = []
+    annotated: List[SmokeResult] = []
+    for r in results:
+        if r.ok:
+            annotated.append(r)
+            continue
+        marker = {"SIGFPE": "Signal 8 (SIGFPE)", "SIGSEGV": "Signal 11 (SIGSEGV)",
+                  "SIGBUS": "Bus error", "SIGABRT": "Signal 6 (SIGABRT)",
+                  "timeout": "Watchdog caught collective operation timeout"}.get(r.signal or "", "")
+        text = f"{marker}\n{r.output}"
+        if r.outcome == "wrong":
+            text += "\nsilently wrong data device-to-device copies return zeros"
+        ranked = [m for m in rank_logs([(r.name, text)], matrix, facts, limit=3)]
+        ids = tuple(m.advisory for m in ranked)
+        annotated.append(SmokeResult(r.name, r.outcome, r.signal, r.detail, r.output, ids,
+                                     r.works_with))
+        fix: List[str] = []
+        if r.works_with:
+            fix.append("export " + " ".join(f"{k}={v}" for k, v in r.works_with.items()))
+        for aid in ids[:1]:
+            fix.extend(matrix.advisories[aid].fix)
+        sig = f" ({r.signal})" if r.signal and r.signal != "timeout" else ""
+        findings.append(Finding(
+            id=f"smoke-{r.name.split('[')[0]}", severity="error",
+            category="nccl" if "allreduce" in r.name else "library",
+            title=f"smoke check {r.name}: {_SMOKE_FINDING.get(r.outcome, r.outcome)}{sig}",
+            detail=r.detail + (f"; likely: {', '.join(ids)}" if ids else ""),
+            fix=tuple(fix), sources=tuple(s for aid in ids[:1]
+                                          for s in matrix.advisories[aid].sources),
+            subject=r.name))
+    return findings, annotated
+
+
+def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]] = (),
+           smoke: Sequence[SmokeResult] = ()) -> DoctorResult:
+    facts = facts_from_snapshot(snapshot, matrix)
+    findings = advisory_findings(matrix, facts)
+    if logs:
+        by_id = {f.id: f for f in findings}
+        for lf in log_findings(logs, matrix, facts):
+            if lf.id in by_id:
+                old = by_id[lf.id]
+                by_id[lf.id] = Finding(old.id, old.severity, old.category, old.title,
+                                       lf.detail, old.fix, old.sources, score=lf.score)
+            else:
+                by_id[lf.id] = lf
+        findings = list(by_id.values())
+    annotated: List[SmokeResult] = list(smoke)
+    if smoke:
+        sf, annotated = smoke_findings(smoke, matrix, facts)
+        findings.extend(sf)
+    return DoctorResult(findings=tuple(sort_findings(findings)), smoke=tuple(annotated))

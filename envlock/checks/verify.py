@@ -1,0 +1,383 @@
+"""``envlock verify`` as a function: (lock target, snapshot, matrix) -> findings.
+
+Checks, each reported by name so CI systems see every check pass or fail:
+
+* ``packages``: locked packages missing or at another version; torch-family and CUDA
+  wheels installed that the lock does not have;
+* ``package-files`` (``--hashes``): installed files still match their RECORD hashes;
+* ``libraries``: the copy of each CUDA library the loader picks has the locked version;
+  system copies shadowing the wheel's; several versions of one library;
+* ``cuda-majors``: nvidia-* wheels of more than one CUDA major in one environment;
+* runtime only (skipped at ``--stage build``, where there is no GPU): ``driver`` (below the
+  lock's minimum, or unusable), ``gpu-kernels`` (a visible GPU the installed torch has no
+  kernels for), ``gpu-mix`` (different GPUs in one job), ``gpu-target`` (GPUs the lock
+  target was not resolved for), ``env`` (locked variables);
+* ``advisories``: known-bad combinations that apply to this machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from envlock.checks.advisories import advisory_findings
+from envlock.checks.facts import cuda_majors_of, facts_from_snapshot
+from envlock.checks.finding import Finding, sort_findings
+from envlock.errors import InputError
+from envlock.kernels import coverage
+from envlock.lock.model import Lock, LockTarget
+from envlock.matrix.matrix import Matrix
+from envlock.resolve.sources import TORCH_FAMILY, is_cuda_wheel
+from envlock.snapshot import Snapshot
+from envlock.versions import V
+
+__all__ = ["VerifyResult", "verify", "choose_target", "versions_agree", "CHECKS",
+           "RUNTIME_CHECKS"]
+
+CHECKS = ("packages", "package-files", "libraries", "cuda-majors", "driver", "gpu-kernels",
+          "gpu-mix", "gpu-target", "env", "advisories")
+RUNTIME_CHECKS = ("driver", "gpu-kernels", "gpu-mix", "gpu-target", "env")
+
+_LOCK_TO_LIBS = {"cublas": ("cublas", "cublasLt"), "cudnn": ("cudnn",), "nccl": ("nccl",),
+                 "cudart": ("cudart",), "nvjitlink": ("nvjitlink",)}
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    target: str
+    stage: str
+    findings: Tuple[Finding, ...]
+    checked: Tuple[str, ...]
+    skipped: Tuple[Tuple[str, str], ...]  # (check, why)
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_dict(self) -> Dict[str, object]:
+        return {"ok": self.ok, "target": self.target, "stage": self.stage,
+                "findings": [f.to_dict() for f in self.findings],
+                "checked": list(self.checked),
+                "skipped": [{"check": c, "reason": r} for c, r in self.skipped]}
+
+
+def versions_agree(a: str, b: str) -> bool:
+    """Equal on every component both spell out: ``9.1.0`` agrees with ``9.1.0.70``."""
+    pa = a.split("+")[0].split(".")
+    pb = b.split("+")[0].split(".")
+    n = min(len(pa), len(pb))
+    if n == 0:
+        return False
+    try:
+        return [int(x) for x in pa[:n]] == [int(x) for x in pb[:n]]
+    except ValueError:
+        return pa[:n] == pb[:n]
+
+
+def choose_target(lock: Lock, snapshot: Snapshot, matrix: Matrix,
+                  name: Optional[str] = None) -> LockTarget:
+    """``--target``, or the one whose GPUs are this machine's, or the only one."""
+    if name:
+        t = lock.target(name)
+        if t is None:
+            raise InputError(f"the lock has no target {name!r} (it has: "
+                             f"{', '.join(lock.target_names()) or 'none'})")
+        return t
+    if len(lock.targets) == 1:
+        return lock.targets[0]
+    if not lock.targets:
+        raise InputError("the lock has no targets")
+    models = []
+    for g in snapshot.visible_gpus():
+        m = matrix.find_gpu(g.name, g.memory_mib) if g.name else None
+        if m is not None:
+            models.append(m.id)
+    if models:
+        for t in lock.targets:
+            if set(models) <= set(t.gpu_models):
+                return t
+    elif lock.target("cpu") is not None and not snapshot.gpus:
+        return lock.target("cpu")  # type: ignore[return-value]
+    raise InputError("cannot tell which lock target this machine is "
+                     f"({', '.join(lock.target_names())}); pass --target")
+
+
+def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *,
+           stage: str = "runtime", check_hashes: bool = False,
+           paths: Optional[Sequence[str]] = None) -> VerifyResult:
+    findings: List[Finding] = []
+    checked: List[str] = []
+    skipped: List[Tuple[str, str]] = []
+
+    checked.append("packages")
+    findings += _packages(target, snapshot)
+    if check_hashes:
+        checked.append("package-files")
+        findings += _package_files(target, snapshot, paths)
+    else:
+        skipped.append(("package-files", "file hashes are checked only with --hashes"))
+    checked.append("libraries")
+    findings += _libraries(target, snapshot)
+    checked.append("cuda-majors")
+    findings += _cuda_majors(snapshot)
+    if stage == "runtime":
+        for name, fn in (("driver", _driver), ("gpu-kernels", _kernels), ("gpu-mix", _mix),
+                         ("gpu-target", _gpu_target), ("env", _env)):
+            checked.append(name)
+            findings += fn(target, snapshot, matrix)  # type: ignore[operator]
+    else:
+        for name in RUNTIME_CHECKS:
+            skipped.append((name, "needs a GPU and its driver (--stage build)"))
+    checked.append("advisories")
+    facts = facts_from_snapshot(snapshot, matrix)
+    seen_ids = {f.id for f in findings}
+    for f in advisory_findings(matrix, facts):
+        if f.id not in seen_ids:
+            findings.append(f)
+    return VerifyResult(target=target.name, stage=stage, findings=tuple(sort_findings(findings)),
+                        checked=tuple(checked), skipped=tuple(skipped))
+
+
+# -- individual checks ---------------------------------------------------------------------
+
+
+def _packages(target: LockTarget, snap: Snapshot) -> List[Finding]:
+    out: List[Finding] = []
+    installed = {canonicalize_name(k): v for k, v in snap.packages.items()}
+    locked = {p.name for p in target.packages}
+    for p in target.packages:
+        have = installed.get(p.name)
+        want = p.version or (p.specifier or "")
+        pin = f"{p.name}=={p.version}" if p.version else f"{p.name}{p.specifier or ''}"
+        fix = (f"pip install --no-deps '{pin}'" + (f" --index-url {p.index}" if p.index else ""),
+               "or reinstall the whole lock: envlock export --format requirements -o "
+               "req.txt && pip install --no-deps --require-hashes -r req.txt")
+        if have is None:
+            out.append(Finding("package-missing", "error", "packages",
+                               f"{p.name} is not installed", f"the lock has {p.name} {want}",
+                               fix, subject=p.name))
+            continue
+        if p.version:
+            same = _same_version(have, p.version)
+        else:
+            same = _in_spec(have, p.specifier or "")
+        if not same:
+            out.append(Finding("package-version", "error", "packages",
+                               f"{p.name} {have} is installed, the lock has {want}",
+                               f"{p.name}: installed {have}, locked {want}", fix,
+                               subject=p.name))
+    for name, version in sorted(installed.items()):
+        if name in locked:
+            continue
+        if name in TORCH_FAMILY or is_cuda_wheel(name):
+            out.append(Finding("package-unexpected", "warning", "packages",
+                               f"{name} {version} is installed but not in the lock",
+                               "torch-family and CUDA wheels outside the lock change which "
+                               "libraries load", (f"pip uninstall -y {name}",),
+                               subject=name))
+    return out
+
+
+def _same_version(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def _in_spec(version: str, spec: str) -> bool:
+    try:
+        return SpecifierSet(spec).contains(Version(version), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+
+
+def _package_files(target: LockTarget, snap: Snapshot,
+                   paths: Optional[Sequence[str]]) -> List[Finding]:
+    """Installed files of locked packages against their RECORD hashes."""
+    from importlib import metadata
+
+    out: List[Finding] = []
+    want = {p.name for p in target.packages}
+    for dist in metadata.distributions(path=list(paths) if paths else None):
+        name = canonicalize_name(dist.metadata["Name"] or "")
+        if name not in want:
+            continue
+        want.discard(name)
+        bad = []
+        for f in dist.files or ():
+            if not f.hash or f.hash.mode != "sha256":
+                continue
+            p = f.locate()
+            try:
+                with open(p, "rb") as fh:
+                    digest = hashlib.sha256()
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        digest.update(chunk)
+            except OSError:
+                bad.append(f"{f} (missing)")
+                continue
+            b64 = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+            if b64 != f.hash.value:
+                bad.append(str(f))
+        if bad:
+            out.append(Finding("package-files", "error", "packages",
+                               f"{name}: {len(bad)} installed file(s) differ from its RECORD",
+                               "changed: " + ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""),
+                               (f"pip install --force-reinstall --no-deps {name}",),
+                               subject=name))
+    return out
+
+
+def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
+    out: List[Finding] = []
+    by_name: Dict[str, list] = {}
+    for lib in snap.libraries:
+        by_name.setdefault(lib.name, []).append(lib)
+    for key, names in _LOCK_TO_LIBS.items():
+        want = target.libraries.get(key)
+        for lname in names:
+            copies = by_name.get(lname, [])
+            sel = next((c for c in copies if c.selected), None)
+            if want and sel is not None and sel.version and not versions_agree(sel.version, want):
+                where = sel.owner or "a system copy"
+                fix: Tuple[str, ...] = ()
+                if sel.owner is None:
+                    fix = (f"remove {os.path.dirname(sel.path or '')} from LD_LIBRARY_PATH "
+                           f"(or the ldconfig cache) so the wheel's copy loads",)
+                else:
+                    fix = (f"pip install --no-deps '{sel.owner}=={want}'",)
+                out.append(Finding("library-version", "error", "library",
+                                   f"lib{lname} {sel.version} would load, the lock expects {want}",
+                                   f"the loader picks {sel.path} ({where})", fix,
+                                   subject=lname))
+            wheel = [c for c in copies if c.owner]
+            if sel is not None and sel.owner is None and wheel:
+                out.append(Finding("library-shadowed", "error", "library",
+                                   f"a system lib{lname} shadows the wheel's copy",
+                                   f"{sel.path} ({sel.version or 'unknown version'}) loads "
+                                   f"before {wheel[0].path} ({wheel[0].owner} "
+                                   f"{wheel[0].version or ''})".strip(),
+                                   (f"unset LD_LIBRARY_PATH or drop "
+                                    f"{os.path.dirname(sel.path or '')} from it",),
+                                   subject=lname))
+            versions = {c.version for c in copies if c.version}
+            if len(versions) > 1 and not (sel is not None and sel.owner is None and wheel):
+                out.append(Finding("library-duplicate", "warning", "library",
+                                   f"{len(copies)} copies of lib{lname} with "
+                                   f"{len(versions)} versions on the search path",
+                                   "; ".join(f"{c.path} {c.version or '?'}" for c in copies[:4]),
+                                   ("keep one copy: remove stale CUDA installs from "
+                                    "LD_LIBRARY_PATH and uninstall unused nvidia-* wheels",),
+                                   subject=lname))
+    return out
+
+
+def _cuda_majors(snap: Snapshot) -> List[Finding]:
+    majors = cuda_majors_of(snap.packages)
+    if len(majors) < 2:
+        return []
+    names = sorted(n for n in snap.packages if is_cuda_wheel(n))
+    return [Finding("cuda-major-mix", "error", "packages",
+                    f"nvidia-* wheels of CUDA {', '.join(map(str, majors))} in one environment",
+                    "installed: " + ", ".join(names[:8]),
+                    ("pip uninstall the wheels of the CUDA major torch does not use, then "
+                     "reinstall the lock",), subject="nvidia")]
+
+
+def _driver(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
+    d = snap.driver
+    if d is None or not d.version:
+        err = d.error if d is not None and d.error else "no NVIDIA driver found"
+        if target.torch is not None and target.torch.variant == "cpu":
+            return []
+        return [Finding("driver-unavailable", "error", "driver",
+                        "the NVIDIA driver cannot be used", f"NVML: {err}",
+                        ("check `nvidia-smi`; reboot after a driver upgrade; in containers "
+                         "run with --gpus all",), subject="driver")]
+    out = []
+    if target.driver_min and V(d.version) < V(target.driver_min):
+        why = "; ".join(target.driver_min_reasons)
+        out.append(Finding("driver-too-old", "error", "driver",
+                           f"driver {d.version} is older than the lock's minimum "
+                           f"{target.driver_min}", why,
+                           (f"upgrade the NVIDIA driver to >= {target.driver_min}",
+                            "or resolve for this driver: envlock resolve --driver "
+                            f"{d.version} ..."), subject="driver"))
+    return out
+
+
+def _kernels(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
+    arch: Optional[Sequence[str]] = None
+    if snap.torch is not None and snap.torch.arch_list is not None and snap.torch.arch_list:
+        arch = snap.torch.arch_list
+    elif target.torch is not None and target.torch.arch_list is not None:
+        arch = tuple(target.torch.arch_list) + tuple(target.torch.ptx or ())
+    if arch is None or not snap.torch and "torch" not in snap.packages:
+        return []
+    out = []
+    for g in snap.visible_gpus():
+        if not g.compute_capability:
+            continue
+        if not coverage(arch, g.compute_capability).ok:
+            sm = "sm_" + g.compute_capability.replace(".", "")
+            out.append(Finding("gpu-no-kernels", "error", "gpu-arch",
+                               f"the installed torch has no kernels for {g.name} ({sm})",
+                               f"compiled for: {' '.join(arch)}",
+                               (f"envlock resolve --gpu '{g.name}' and install that lock",),
+                               subject=str(g.index)))
+    return out
+
+
+def _mix(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
+    gpus = snap.visible_gpus()
+    ccs = {g.compute_capability for g in gpus if g.compute_capability}
+    names = {g.name for g in gpus if g.name}
+    if len(ccs) > 1:
+        return [Finding("gpu-mixed-capability", "error", "gpu-arch",
+                        f"GPUs of {len(ccs)} compute capabilities in one job",
+                        ", ".join(f"{g.index}: {g.name} ({g.compute_capability})" for g in gpus),
+                        ("restrict the job to identical GPUs: export CUDA_DEVICE_ORDER=PCI_BUS_ID "
+                         "and CUDA_VISIBLE_DEVICES=<same-model indices>",), subject="gpus")]
+    if len(names) > 1:
+        return [Finding("gpu-mixed-model", "warning", "gpu-arch",
+                        f"{len(names)} different GPU models in one job", ", ".join(sorted(names)),
+                        ("export CUDA_DEVICE_ORDER=PCI_BUS_ID and select identical GPUs",),
+                        subject="gpus")]
+    return []
+
+
+def _gpu_target(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
+    if not target.gpu_models:
+        return []
+    out = []
+    for g in snap.visible_gpus():
+        m = matrix.find_gpu(g.name, g.memory_mib) if g.name else None
+        if m is None or m.id in target.gpu_models:
+            continue
+        out.append(Finding("gpu-not-in-lock", "warning", "gpu-arch",
+                           f"{g.name} is not a GPU the lock target {target.name} was resolved for",
+                           f"target {target.name}: {', '.join(target.gpus)}",
+                           (f"envlock resolve --gpu '{m.aliases[0] if m.aliases else m.name}'"
+                            f" (or --together) to lock for it",), subject=str(g.index)))
+        break
+    return out
+
+
+def _env(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
+    out = []
+    for k, want in sorted(target.env.items()):
+        have = snap.env.get(k)
+        if have != want:
+            out.append(Finding("env-mismatch", "error", "config",
+                               f"{k} is {have!r}, the lock requires {want!r}",
+                               "locked environment variables keep known hazards away",
+                               (f"export {k}={want}",), subject=k))
+    return out

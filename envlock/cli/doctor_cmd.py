@@ -1,0 +1,99 @@
+"""``envlock doctor``: known problems of this machine (or a snapshot), its logs, live checks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, List, Tuple
+
+from envlock.errors import ExitCode, InputError
+
+__all__ = ["register"]
+
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    p = sub.add_parser(
+        "doctor", help="find known problems: advisories, log triage, live smoke checks",
+        description="Check a machine against envlock's advisories (known-bad combinations of "
+                    "GPU, driver, CUDA libraries, NCCL and PyTorch), rank the advisories that "
+                    "explain a crash log, and optionally run smoke checks on the hardware.",
+        epilog="Exit codes: 0 no errors or warnings, 1 problems found, 2 usage or input error.")
+    p.add_argument("--snapshot", metavar="FILE", help="a machine you are not on")
+    p.add_argument("--log", action="append", default=[], metavar="FILE",
+                   help="a log to triage (repeatable; '-' reads stdin)")
+    p.add_argument("--smoke", action="store_true",
+                   help="run live checks in child processes (needs envlock[torch])")
+    p.add_argument("--timeout", type=float, default=120.0, help="per smoke check (seconds)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(run=run)
+
+
+def _read_logs(paths: List[str], out: Any) -> List[Tuple[str, str]]:
+    import sys
+
+    logs = []
+    for p in paths:
+        if p == "-":
+            logs.append(("stdin", sys.stdin.read()))
+            continue
+        try:
+            with open(p, encoding="utf-8", errors="replace") as fh:
+                logs.append((p, fh.read()))
+        except FileNotFoundError:
+            raise InputError(f"log file {p} does not exist") from None
+        except OSError as exc:
+            raise InputError(f"cannot read {p}: {exc.strerror}") from None
+    return logs
+
+
+def run(args: argparse.Namespace, out: Any) -> int:
+    from envlock.checks.doctor import doctor
+    from envlock.cli.render import findings_text, junit_xml
+    from envlock.matrix import get_matrix
+
+    matrix = get_matrix()
+    logs = _read_logs(args.log, out)
+    if args.snapshot:
+        from envlock.snapshot import load_snapshot
+
+        snap = load_snapshot(args.snapshot)
+    else:
+        from envlock.probe.machine import take_snapshot
+
+        snap = take_snapshot()
+    smoke = []
+    if args.smoke:
+        if args.snapshot:
+            raise InputError("--smoke runs on this machine; it cannot be combined with --snapshot")
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            raise InputError("--smoke needs torch (pip install 'envlock[torch]')")
+        from envlock.checks.smoke import run_smoke
+
+        gpus = [(g.index, g.compute_capability) for g in snap.visible_gpus() if not g.lost]
+        smoke = run_smoke(gpus, timeout=args.timeout)
+    result = doctor(snap, matrix, logs=logs, smoke=smoke)
+    if args.junit:
+        from pathlib import Path
+
+        from envlock.lock.io import atomic_write_text
+
+        checks = ["advisories"] + [s.name for s in result.smoke]
+        by = {f.id: (f.subject if f.id.startswith("smoke-") else "advisories")
+              for f in result.findings}
+        atomic_write_text(Path(args.junit), junit_xml("doctor", checks, result.findings,
+                                                      findings_check=by))
+    if args.json:
+        out.print(json.dumps(result.to_dict(), indent=2))
+    else:
+        where = args.snapshot or "this machine"
+        text = findings_text(result.findings, header=f"envlock doctor ({where})",
+                             verbose=args.verbose)
+        out.print(text)
+        for s in result.smoke:
+            mark = "ok" if s.ok else s.outcome.upper()
+            out.print(f"  smoke {s.name:<15} {mark:<8} {s.detail}")
+    return ExitCode.OK if result.ok else ExitCode.DRIFT

@@ -1,0 +1,51 @@
+"""``envlock snapshot``: record this machine as JSON (schema envlock.snapshot/1)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from envlock.errors import ExitCode
+
+__all__ = ["register", "live_snapshot"]
+
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    p = sub.add_parser("snapshot", help="record this machine (GPUs, driver, libraries, packages)",
+                       description="Record what this machine really has, as JSON "
+                                   "(schema envlock.snapshot/1).")
+    p.add_argument("-o", "--output", default="-", metavar="FILE",
+                   help="write here (default: stdout)")
+    p.add_argument("--deep", action="store_true",
+                   help="also import torch in a child process: arch list, cuDNN/NCCL as torch "
+                        "sees them, libraries actually loaded (needs torch)")
+    add_hardware_args(p)
+    p.set_defaults(run=run)
+
+
+def add_hardware_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu", action="append", default=[], metavar="NAME[:COUNT]",
+                   help="state the GPUs instead of probing (GPU-less build hosts), e.g. H20:8")
+    p.add_argument("--driver", metavar="VERSION",
+                   help="state the driver version (also read from $UV_CUDA_DRIVER_VERSION)")
+
+
+def live_snapshot(args: argparse.Namespace, *, probe_gpus: bool = True) -> Any:
+    from envlock.probe.machine import take_snapshot
+
+    return take_snapshot(deep=getattr(args, "deep", False), gpus=getattr(args, "gpu", []) or [],
+                         driver=getattr(args, "driver", None), probe_gpus=probe_gpus)
+
+
+def run(args: argparse.Namespace, out: Any) -> int:
+    snap = live_snapshot(args)
+    text = snap.to_json()
+    if args.output == "-":
+        out.stdout.write(text)
+    else:
+        from envlock.lock.io import atomic_write_text
+
+        atomic_write_text(Path(args.output), text)
+        out.error(f"wrote {args.output}")
+    return ExitCode.OK

@@ -1,0 +1,67 @@
+"""``envlock verify``: diff this machine (or a snapshot) against the lock."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from envlock.errors import ExitCode
+
+__all__ = ["register"]
+
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    p = sub.add_parser(
+        "verify", help="check this machine against the lock (packages, libraries, driver, GPUs)",
+        description="Diff a machine against envlock.lock: installed packages, the CUDA "
+                    "libraries the loader would pick, the driver, the GPUs, locked variables "
+                    "and known advisories.",
+        epilog="Exit codes: 0 matches (warnings allowed unless --strict), 1 drift found, "
+               "2 usage or input error.")
+    p.add_argument("--lock", default="envlock.lock", metavar="FILE")
+    p.add_argument("--target", help="lock target (default: the one matching this machine's GPUs)")
+    p.add_argument("--stage", choices=["build", "runtime"], default="runtime",
+                   help="build: in `docker build`, no GPU and no driver (skips those checks)")
+    p.add_argument("--snapshot", metavar="FILE", help="verify a snapshot instead of this machine")
+    p.add_argument("--deep", action="store_true", help="import torch in a child process too")
+    p.add_argument("--hashes", action="store_true",
+                   help="also check installed files against their RECORD hashes (slow)")
+    p.add_argument("--strict", action="store_true", help="warnings fail too")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--junit", metavar="FILE", help="also write JUnit XML for CI systems")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: Any) -> int:
+    from envlock.checks.verify import choose_target, verify
+    from envlock.cli.render import findings_text, junit_xml
+    from envlock.lock.io import atomic_write_text, load_lock
+    from envlock.matrix import get_matrix
+
+    lock = load_lock(args.lock)
+    matrix = get_matrix()
+    if args.snapshot:
+        from envlock.snapshot import load_snapshot
+
+        snap = load_snapshot(args.snapshot)
+    else:
+        from envlock.probe.machine import take_snapshot
+
+        snap = take_snapshot(deep=args.deep, probe_gpus=args.stage == "runtime")
+    target = choose_target(lock, snap, matrix, args.target)
+    result = verify(lock, target, snap, matrix, stage=args.stage, check_hashes=args.hashes)
+    if args.junit:
+        atomic_write_text(Path(args.junit), junit_xml("verify", result.checked, result.findings,
+                                                      result.skipped))
+    if args.json:
+        out.print(json.dumps(result.to_dict(), indent=2))
+    else:
+        header = f"envlock verify {args.lock} target {target.name} ({args.stage})"
+        out.print(findings_text(result.findings, header=header, verbose=args.verbose,
+                                skipped=result.skipped))
+    failed = not result.ok or (args.strict and any(f.severity == "warning"
+                                                   for f in result.findings))
+    return ExitCode.DRIFT if failed else ExitCode.OK

@@ -1,0 +1,32 @@
+"""Shared pytest setup: isolation from the developer's pip configuration and caches."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+#: Environment variables that would leak the developer's or CI machine's configuration
+#: into tests (pip config, envlock caches, CUDA/NCCL settings).
+_SCRUB = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
+          "PIP_TRUSTED_HOST", "ENVLOCK_PYTORCH_INDEX_URL", "ENVLOCK_NO_CACHE", "ENVLOCK_DEBUG")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    for var in _SCRUB:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    # one envlock cache per test session (fast) unless a test sets its own
+    cache = tmp_path_factory.getbasetemp() / "envlock-cache"
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(cache))
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    return HERE / "data"
