@@ -31,9 +31,10 @@ COMMANDS = {
 class Output:
     """Where commands write. Tests pass StringIO; the real CLI passes stdout/stderr."""
 
-    def __init__(self, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> None:
-        self.stdout = stdout
-        self.stderr = stderr
+    def __init__(self, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> None:
+        # resolved at call time, so redirected sys.stdout/sys.stderr are honoured
+        self.stdout = stdout if stdout is not None else sys.stdout
+        self.stderr = stderr if stderr is not None else sys.stderr
 
     def print(self, text: str = "") -> None:
         self.stdout.write(text + "\n")

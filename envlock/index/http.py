@@ -225,7 +225,7 @@ class Transport:
                     last_error = _short_error(exc)
                     continue
                 raise IndexError_(f"{redact(url)}: {_short_error(exc)}") from None
-            if r.status_code in RETRY_STATUSES and attempt + 1 < attempts:
+            if r.status_code in RETRY_STATUSES:
                 last_error = f"HTTP {r.status_code}"
                 r.close()
                 continue

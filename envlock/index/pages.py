@@ -192,11 +192,16 @@ def parse_json(data: Mapping[str, Any], page_url: str, index: str, project: str)
 
 
 def page_to_cache(page: ProjectPage) -> bytes:
-    rows = [[d.filename, d.url, d.hashes.get("sha256", ""), d.requires_python, d.yanked,
+    """Compact JSON of a parsed page. URLs are stored without credentials: the transport
+    adds them back per host, and the cache must never hold secrets."""
+    from envlock.index.config import redact
+
+    rows = [[d.filename, redact(d.url), d.hashes.get("sha256", ""), d.requires_python, d.yanked,
              None if d.metadata is None else dict(d.metadata), d.size, d.upload_time]
             for d in page.dists]
-    return json.dumps({"name": page.name, "index": page.index, "url": page.url,
-                       "files": rows}, separators=(",", ":")).encode()
+    return json.dumps({"name": page.name, "index": redact(page.index),
+                       "url": redact(page.url), "files": rows},
+                      separators=(",", ":")).encode()
 
 
 def page_from_cache(blob: bytes) -> ProjectPage:

@@ -65,6 +65,9 @@ class RemoteZip:
             n_total, cd_size, cd_offset = struct.unpack("<QQQ", rec[32:56])
         cd = self._slice(tail, tail_start, cd_offset, cd_size)
         self.entries: Dict[str, ZipEntry] = _parse_cd(cd, label)
+        # dist-info files are written last, so METADATA usually sits in this tail already
+        self._tail = tail
+        self._tail_start = tail_start
 
     def _slice(self, tail: bytes, tail_start: int, offset: int, length: int) -> bytes:
         if offset >= tail_start:
@@ -80,16 +83,33 @@ class RemoteZip:
                 return entry
         return None
 
+    def _span(self, offset: int, length: int) -> bytes:
+        """Bytes [offset, offset+length): from the cached tail when it holds them."""
+        if offset >= self._tail_start and offset + length <= self._tail_start + len(self._tail):
+            i = offset - self._tail_start
+            return self._tail[i:i + length]
+        data, _ = self._fetch(offset, offset + length - 1)
+        return data
+
     def read(self, entry: ZipEntry, limit: Optional[int] = None) -> bytes:
-        """The member's bytes (decompressed); ``limit`` caps the uncompressed size."""
-        head, _ = self._fetch(entry.header_offset, entry.header_offset + 29)
-        if head[:4] != _LFH:
+        """The member's bytes (decompressed); ``limit`` caps the uncompressed size.
+
+        One request at most: the local header's extra field is guessed generously and the
+        rest is fetched only if the guess was short.
+        """
+        guess = 30 + len(entry.name.encode()) + 256
+        blob = self._span(entry.header_offset, guess + entry.compressed_size)
+        if blob[:4] != _LFH:
             raise IndexError_(f"{self.label}: bad local header for {entry.name}")
-        n_len, x_len = struct.unpack("<HH", head[26:30])
-        start = entry.header_offset + 30 + n_len + x_len
+        n_len, x_len = struct.unpack("<HH", blob[26:30])
+        start = 30 + n_len + x_len
         if entry.compressed_size == 0:
             return b""
-        data, _ = self._fetch(start, start + entry.compressed_size - 1)
+        data = blob[start:start + entry.compressed_size]
+        if len(data) < entry.compressed_size:
+            more = self._span(entry.header_offset + start + len(data),
+                              entry.compressed_size - len(data))
+            data += more
         if entry.method == 0:
             return data[:limit] if limit else data
         if entry.method == 8:

@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from typing import BinaryIO, Dict, List, Optional, Tuple
@@ -76,6 +77,8 @@ class _Bad(Exception):
 def read_dynamic(path: "str | os.PathLike[str]") -> Optional[ElfDynamic]:
     """The dynamic-section facts of ``path``, or ``None`` when it is not a readable ELF file."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, a device never ends
+            return None
         with open(path, "rb") as f:
             return _read(f)
     except (OSError, _Bad, struct.error, ValueError, OverflowError, MemoryError):

@@ -25,7 +25,7 @@ import struct
 import sys
 from typing import Dict, List, Optional, Tuple
 
-__all__ = ["read_ld_cache", "cache_flags_for"]
+__all__ = ["cache_flags_for", "read_ld_cache"]
 
 _OLD_MAGIC = b"ld.so-1.7.0"
 _NEW_MAGIC = b"glibc-ld.so.cache1.1"
@@ -103,7 +103,7 @@ def _parse(data: bytes) -> List[Tuple[int, str, str]]:
 def _parse_new(data: bytes, base: int) -> List[Tuple[int, str, str]]:
     if len(data) < base + _NEW_HEADER:
         raise ValueError("truncated header")
-    endian_flag = data[base + 32]
+    endian_flag = data[base + 28]
     if endian_flag == 2:
         e = "<"
     elif endian_flag == 3:
@@ -113,7 +113,7 @@ def _parse_new(data: bytes, base: int) -> List[Tuple[int, str, str]]:
     else:
         raise ValueError("bad endianness flag")
     nlibs, len_strings = struct.unpack_from(e + "II", data, base + 20)
-    (ext_offset,) = struct.unpack_from(e + "I", data, base + 36)
+    (ext_offset,) = struct.unpack_from(e + "I", data, base + 32)
     strings_start = base + _NEW_HEADER + nlibs * _NEW_ENTRY
     if strings_start + len_strings > len(data):
         raise ValueError("truncated string table")

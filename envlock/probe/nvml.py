@@ -109,7 +109,7 @@ def probe_nvml(*, proc_version: str = PROC_VERSION,
     """
     notes: List[str] = []
     try:
-        import pynvml as nv
+        import pynvml as nv  # type: ignore[import-untyped]
     except ImportError:
         notes.append("nvml: the nvidia-ml-py package (pynvml) is not installed")
         return _without_nvml("not-found", notes, proc_version, sysfs_version)
@@ -119,12 +119,12 @@ def probe_nvml(*, proc_version: str = PROC_VERSION,
         error = INIT_ERRORS.get(exc.value, "unknown")
         notes.append(_INIT_NOTES.get(error) or f"nvml: initialisation failed: {exc}")
         return _without_nvml(error, notes, proc_version, sysfs_version)
-    except Exception as exc:  # a binding out of step with this code: still a value
+    except Exception as exc:  # noqa: BLE001 - a binding out of step with this code
         notes.append(f"nvml: initialisation failed: {type(exc).__name__}: {exc}")
         return _without_nvml("unknown", notes, proc_version, sysfs_version)
     try:
         driver, gpus, links = _collect(nv, notes)
-    except Exception as exc:  # never take `envlock verify` down over a probe
+    except Exception as exc:  # noqa: BLE001 - never take `envlock verify` down
         notes.append(f"nvml: probe failed: {type(exc).__name__}: {exc}")
         driver, gpus, links = Driver(error="unknown", source="nvml"), (), ()
     finally:
@@ -291,7 +291,7 @@ def _nvlinks(nv: Any, notes: List[str], gpus: List[GpuInfo],
                 if err is not None:
                     notes.append(f"nvml: gpu {index}: NVLink {link} remote: {err}")
                     continue
-                peer = by_bus.get(normalize_bus_id(_text(pci.busId)))
+                peer = by_bus.get(normalize_bus_id(_text(pci.busId)) or "")
                 if peer is not None and peer != index:
                     peers[index].add(peer)
                 elif kind == _NVLINK_DEVICE_GPU:
@@ -385,7 +385,7 @@ def _fabric_state(nv: Any, notes: List[str], index: int, handle: Any) -> Optiona
             fn = getattr(nv, "nvmlDeviceGetGpuFabricInfo", None)
             struct = getattr(nv, "c_nvmlGpuFabricInfo_t", None)
             if fn is None or struct is None:
-                notes.append("nvml: this pynvml has no fabric query")
+                _once(notes, "nvml: this pynvml has no fabric query")
                 return None
             info = struct()
             _, err = _dev(nv, fn, handle, ctypes.byref(info))
@@ -395,6 +395,9 @@ def _fabric_state(nv: Any, notes: List[str], index: int, handle: Any) -> Optiona
     if err is not None:
         if err.value == _NOT_SUPPORTED:
             return "not-supported"
+        if err.value == _FUNCTION_NOT_FOUND:
+            _once(notes, "nvml: this driver has no fabric query")
+            return None
         notes.append(f"nvml: gpu {index}: fabric state: {err}")
         return None
     if info.state == _FABRIC_NOT_SUPPORTED:
@@ -414,3 +417,9 @@ def _fabric_state(nv: Any, notes: List[str], index: int, handle: Any) -> Optiona
         return "not-running"
     notes.append(f"nvml: gpu {index}: unknown fabric state {info.state}")
     return None
+
+
+def _once(notes: List[str], note: str) -> None:
+    """Add a machine-wide note once, however many GPUs run into it."""
+    if note not in notes:
+        notes.append(note)

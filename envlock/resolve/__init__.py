@@ -182,6 +182,13 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: IndexClient,
     finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements))
     reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
     reqs += reqs_from(request.requirements, target.markers)
+    # The matrix already knows torch's Requires-Dist: start fetching those pages and
+    # metadata now, in parallel with torch's own (often slow, range-read) metadata.
+    finder.prefetch(reqs[0])  # the critical path first: torch's page and metadata
+    build = matrix.torch_releases[v.release].builds.get(v.platform)
+    hints = list(v.pins) + (list(build.requires) if build is not None and v.on_pypi else [])
+    for hint in reqs_from(_parse_all(hints), target.markers, parent="matrix hint"):
+        finder.prefetch(overrides_req(hint, overrides))
     resolved = resolve_closure(finder, reqs, overrides)
     direct = {r.name for r in reqs}
     packages: List[LockedPackage] = []
@@ -198,6 +205,21 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: IndexClient,
     if on_event:
         on_event(f"resolved {len(packages)} packages")
     return packages, versions
+
+
+def _parse_all(texts: Sequence[str]) -> List[Requirement]:
+    out = []
+    for t in texts:
+        try:
+            out.append(Requirement(t))
+        except Exception:  # noqa: BLE001 - hints only
+            continue
+    return out
+
+
+def overrides_req(req: Req, overrides: Dict[str, Requirement]) -> Req:
+    ov = overrides.get(req.name)
+    return req if ov is None else Req(req.name, ov.specifier, req.extras, req.parent)
 
 
 def _gpu_core(matrix: Matrix, request: ResolveRequest, target: Target, v: TorchVariant,

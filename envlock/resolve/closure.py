@@ -93,10 +93,22 @@ class Finder:
         self._prefetched: Set[Tuple[str, str]] = set()
 
     # -- pages ---------------------------------------------------------------------------
-    def _pages(self, name: str) -> Tuple[str, List[Dist]]:
+    def _pages(self, name: str, block: bool = True,
+               on_pending: Optional[Any] = None) -> Optional[Tuple[str, List[Dist]]]:
+        """(index, files) from the first index that has the project ("first index").
+
+        Later indexes are asked only when the earlier ones lack the project, so a private
+        package name is not sent to every extra index. With ``block=False`` (inside a pool
+        worker, where waiting could starve the pool) it returns None as soon as it would
+        have to wait, after attaching ``on_pending`` to the page it waits for.
+        """
         indexes, strict = self.policy.indexes_for(name)
-        futures = [(ix, self.client.prefetch_page(ix, name)) for ix in indexes]
-        for ix, fut in futures:
+        for ix in indexes:
+            fut = self.client.prefetch_page(ix, name)
+            if not block and not fut.done():
+                if on_pending is not None:
+                    fut.add_done_callback(on_pending)
+                return None
             page = fut.result()
             if page is not None and page.dists:
                 return ix, list(page.dists)
@@ -106,13 +118,17 @@ class Finder:
                 return fl[0].index, fl
         return (indexes[0] if indexes else ""), []
 
-    def candidates(self, name: str) -> List[Cand]:
+    def candidates(self, name: str, block: bool = True,
+                   on_pending: Optional[Any] = None) -> Optional[List[Cand]]:
         """Every usable version of ``name`` for the target, newest first."""
         name = canonicalize_name(name)
         with self._lock:
             if name in self._cands:
                 return self._cands[name]
-        index, dists = self._pages(name)
+        found = self._pages(name, block, on_pending)
+        if found is None:
+            return None
+        index, dists = found
         by_version: Dict[Version, List[Tuple[Tuple[int, ...], Dist]]] = {}
         for d in dists:
             p = d.parsed
@@ -142,8 +158,11 @@ class Finder:
             self._cands[name] = out
         return out
 
-    def matching(self, req_spec: SpecifierSet, name: str) -> List[Cand]:
-        cands = self.candidates(name)
+    def matching(self, req_spec: SpecifierSet, name: str, block: bool = True,
+                 on_pending: Optional[Any] = None) -> Optional[List[Cand]]:
+        cands = self.candidates(name, block, on_pending)
+        if cands is None:
+            return None
         exact = any(s.operator in ("==", "===") for s in req_spec)
         finals = [c for c in cands if not c.version.is_prerelease]
         pool = finals if finals else cands
@@ -161,27 +180,24 @@ class Finder:
 
     # -- prefetch ------------------------------------------------------------------------
     def prefetch(self, req: Req) -> None:
+        """Fetch the page of ``req`` and the metadata of its likely pick, in the background."""
         key = (req.name, str(req.specifier))
         with self._lock:
             if key in self._prefetched or req.name == PYTHON:
                 return
             self._prefetched.add(key)
-        indexes, _ = self.policy.indexes_for(req.name)
-        for ix in indexes[:1]:
-            fut = self.client.prefetch_page(ix, req.name)
-            fut.add_done_callback(lambda f, r=req: self._after_page(f, r))
+        self._try_prefetch_meta(req)
 
-    def _after_page(self, fut: Any, req: Req) -> None:
-        try:
-            if fut.exception() is not None:
-                return
-            self.client._submit(self._prefetch_meta, req)
-        except RuntimeError:
-            pass  # pool shut down
+    def _try_prefetch_meta(self, req: Req) -> None:
+        # Never blocks: if a page is still on its way, try again when it arrives.
+        def again(_fut: Any) -> None:
+            try:
+                self.client._submit(self._try_prefetch_meta, req)
+            except RuntimeError:
+                pass  # the pool is shut down: the resolution is over
 
-    def _prefetch_meta(self, req: Req) -> None:
         try:
-            cands = self.matching(req.specifier, req.name)
+            cands = self.matching(req.specifier, req.name, block=False, on_pending=again)
             if cands and cands[0].best.is_wheel:
                 self.client.prefetch_metadata(cands[0].best)
         except Exception:  # noqa: BLE001 - prefetch is best effort; the real call reports
@@ -253,7 +269,7 @@ class _Provider(AbstractProvider):  # type: ignore[misc]
             spec &= r.specifier
         extras: FrozenSet[str] = frozenset().union(*(r.extras for r in reqs))
         out = []
-        for c in self.finder.matching(spec, name):
+        for c in self.finder.matching(spec, name) or []:
             if c.version in bad:
                 continue
             out.append(c if not extras else Cand(c.name, c.version, c.dists, c.index, extras))
@@ -333,7 +349,7 @@ def _impossible(exc: Any, finder: Finder) -> str:
             parts.append(f"{cause.parent} requires Python {req.specifier}, but the target is "
                          f"Python {finder.target.python}")
             continue
-        cands = finder.candidates(req.name)
+        cands = finder.candidates(req.name) or []
         if not cands:
             indexes, _ = finder.policy.indexes_for(req.name)
             where = ", ".join(redact(i) for i in indexes) or "the configured indexes"

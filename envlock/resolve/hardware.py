@@ -266,6 +266,20 @@ def _explain(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Optio
             msg += " (the matrix does not know the arch lists of some builds)"
         return msg
     if not runnable:
+        ceilings = [c.need.ceiling_branch for c in kernel_ok
+                    if c.need is not None and c.need.ceiling_branch is not None]
+        if target.driver and ceilings and int(target.driver.split(".")[0]) > max(ceilings):
+            ceiling = max(ceilings)
+            fits = [c for c in kernel_ok if c.need and c.need.minimum
+                    and int(c.need.minimum.split(".")[0]) <= ceiling]
+            best_fit = max(fits, key=lambda c: c.rank()) if fits else None
+            archs = ", ".join(sorted({matrix.archs[g.arch].name for g in gpus}))
+            msg = (f"{desc}; driver {target.driver} is too new for it: {archs} GPUs are "
+                   f"supported only up to the R{ceiling} driver branch")
+            if best_fit is not None and best_fit.need is not None:
+                msg += (f"; use an R{ceiling} driver (>= {best_fit.need.minimum}) with torch "
+                        f"{best_fit.variant.release} {best_fit.variant.tag}")
+            return msg
         if target.driver:
             drv_ok = [v for v in ranked
                       if driver_verdict(matrix, v, [], target.driver).ok]

@@ -54,7 +54,7 @@ class TargetSpec:
     def key(self) -> Dict[str, Any]:
         return {"name": self.name, "gpus": [g.id for g in self.gpus], "cpu": self.cpu,
                 "python": self.python, "platform": self.platform, "glibc": self.glibc,
-                "driver": self.driver}
+                "driver": self.driver or ""}
 
 
 @dataclass(frozen=True)

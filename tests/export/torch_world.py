@@ -27,7 +27,8 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import unquote
 
 from support.index_server import IndexServer, make_wheel
 
@@ -84,9 +85,9 @@ _NVIDIA_TAG = "py3-none-manylinux2014_x86_64"
 
 def torch_pypi_requires(release: str = TORCH, platform: str = "linux_x86_64") -> List[str]:
     """The real Requires-Dist of the PyPI torch wheel, from the shipped matrix data."""
-    import tomllib
+    from envlock import _toml
 
-    data = tomllib.loads((REPO / "compat-matrix" / "torch-pypi.toml").read_text("utf-8"))
+    data = _toml.loads((REPO / "compat-matrix" / "torch-pypi.toml").read_text("utf-8"))
     for rel in data["release"]:
         if rel["version"] == release:
             return list(rel["build"][platform]["requires"])
@@ -152,7 +153,6 @@ def clean_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     env["PIP_CONFIG_FILE"] = os.devnull
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PIP_NO_INPUT"] = "1"
-    env["UV_NO_CONFIG"] = "1"
     env.update(extra or {})
     return env
 
@@ -180,7 +180,7 @@ class TorchWorld:
         env = clean_env({"ENVLOCK_CACHE_DIR": str(cache or self.directory / "cache")})
         cmd = [sys.executable, "-m", "envlock", "resolve", "--torch", f"=={TORCH}",
                "--index-url", self.pypi_url, "--pytorch-index-url", self.pytorch_base,
-               *args, "-o", str(output)]
+               *args, "-o", Path(output).name]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
                               cwd=str(Path(output).parent))
         if proc.returncode != 0:
@@ -188,9 +188,18 @@ class TorchWorld:
         return Path(output)
 
 
+class _UnquotingServer(IndexServer):
+    """pip requests ``torch-2.5.1%2Bcu121-...whl`` for the link ``torch-2.5.1+cu121-...whl``
+    (as it does on download.pytorch.org); the base server matches paths unquoted."""
+
+    def _handle(self, h: Any, head: bool = False) -> None:
+        h.path = unquote(h.path)
+        super()._handle(h, head)
+
+
 @contextmanager
 def torch_world(directory: Path) -> Iterator[TorchWorld]:
     """Serve the world from a fresh loopback server for the life of the context."""
-    with IndexServer() as server:
+    with _UnquotingServer() as server:
         populate(server, Path(directory))
         yield TorchWorld(server, Path(directory))

@@ -171,19 +171,18 @@ H20_HGX = "\n".join(
 ) + "\n"
 
 #: A workstation: A6000 and 3090 under one PCIe switch, a 2080 Ti on the other socket.
-MIXED_PCIE = """\
-driver 550.54.15
-cuda 12040
-gpu 0 name="NVIDIA RTX A6000" uuid=GPU-a6000000-0000-0000-0000-000000000000 cc=8.6 mem=49140 bus=00000000:17:00.0 mig=-1
-gpu 1 name="NVIDIA GeForce RTX 3090" uuid=GPU-30900000-0000-0000-0000-000000000000 cc=8.6 mem=24576 bus=00000000:1B:00.0 mig=-1
-gpu 2 name="NVIDIA GeForce RTX 2080 Ti" uuid=GPU-20800000-0000-0000-0000-000000000000 cc=7.5 mem=11264 bus=00000000:B3:00.0 mig=-1
-topo 0 1 PIX
-topo 0 2 PHB
-topo 1 2 SYS
-p2p 0 1 0
-p2p 0 2 2
-p2p_error 1 2 3
-"""
+MIXED_PCIE = "\n".join(
+    ["driver 550.54.15", "cuda 12040"]
+    + [f'gpu {i} name="{name}" uuid=GPU-{tag}0000-0000-0000-0000-000000000000 cc={cc} '
+       f"mem={mem} bus=00000000:{bus}:00.0 mig=-1" for i, (name, tag, cc, mem, bus) in
+       enumerate([("NVIDIA RTX A6000", "a600", "8.6", 49140, "17"),
+                  ("NVIDIA GeForce RTX 3090", "3090", "8.6", 24576, "1B"),
+                  ("NVIDIA GeForce RTX 2080 Ti", "2080", "7.5", 11264, "B3")])]
+    + ["topo 0 1 PIX", "topo 0 2 PHB", "topo 1 2 SYS",
+       "p2p 0 1 0",        # NVML_P2P_STATUS_OK
+       "p2p 0 2 2",        # NVML_P2P_STATUS_GPU_NOT_SUPPORTED
+       "p2p_error 1 2 3"]  # the query fails: NVML_ERROR_NOT_SUPPORTED
+) + "\n"
 
 #: Four A100s, the last fallen off the bus (NVML_ERROR_GPU_IS_LOST on its handle).
 LOST_GPU = "\n".join(

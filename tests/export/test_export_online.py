@@ -1,0 +1,64 @@
+"""Online: the requirements exported for a real H100 lock of the newest torch pass pip's
+own hash-checked, binary-only, cross-platform dry run against PyPI. Skipped when PyPI is
+unreachable."""
+
+from __future__ import annotations
+
+import sys
+import urllib.request
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from envlock.platforms import target_tags
+from exportkit import export_text, locked_versions, pip, run_tool
+
+pytestmark = pytest.mark.online
+
+
+def _pypi_reachable() -> bool:
+    try:
+        with urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=5) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def _platforms(python: str, platform: str, glibc: str) -> List[str]:
+    """Every platform tag the target accepts, newest first. pip expands only the legacy
+    aliases (manylinux2014, manylinux2010): ``--platform manylinux_2_28_x86_64`` alone
+    would reject the manylinux_2_27 and manylinux2014 wheels NVIDIA publishes."""
+    out: List[str] = []
+    for tag in target_tags(python, platform, glibc):
+        if tag.platform not in out and tag.platform != "any":
+            out.append(tag.platform)
+    return out
+
+
+def test_requirements_for_the_newest_torch_on_h100_pass_pip(tmp_path: Path) -> None:
+    if not _pypi_reachable():
+        pytest.skip("PyPI is unreachable (https://pypi.org/simple/pip/ did not answer in 5 s)")
+    lock = tmp_path / "h100.lock"
+    proc = run_tool([sys.executable, "-m", "envlock", "resolve", "--gpu", "H100", "-o",
+                     lock.name], cwd=tmp_path, timeout=300,
+                    ENVLOCK_CACHE_DIR=str(tmp_path / "cache"))
+    if proc.returncode == 4:
+        pytest.skip(f"an index the newest H100 build needs is unreachable: {proc.stderr}")
+    assert proc.returncode == 0, proc.stderr
+    req = tmp_path / "requirements-h100.txt"
+    req.write_text(export_text(lock, "requirements", "h100-sxm"))
+    platforms = _platforms("3.11", "linux_x86_64", "2.28")
+    assert platforms[0] == "manylinux_2_28_x86_64"
+    args = ["install", "--dry-run", "--no-deps", "--require-hashes", "--only-binary=:all:",
+            "--python-version", "3.11", "--target", str(tmp_path / "t")]
+    for p in platforms:
+        args += ["--platform", p]
+    proc = pip(*args, "-r", str(req))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    from packaging.utils import canonicalize_name
+
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("Would install "))
+    would = {canonicalize_name(n): v for n, v in
+             (w.rsplit("-", 1) for w in line[len("Would install "):].split())}
+    assert would == locked_versions(lock, "h100-sxm")
