@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -44,6 +44,19 @@ __all__ = ["VerifyResult", "verify", "choose_target", "versions_agree", "CHECKS"
 CHECKS = ("packages", "package-files", "libraries", "cuda-majors", "driver", "gpu-kernels",
           "gpu-mix", "gpu-target", "env", "advisories")
 RUNTIME_CHECKS = ("driver", "gpu-kernels", "gpu-mix", "gpu-target", "env")
+
+#: verify's own findings and the advisories that describe the same problem: verify keeps its
+#: finding (it knows what the lock expects) and takes the advisory's sources.
+SUBSUMES = {
+    "cuda-major-mix": ("cuda-wheel-major-mix",),
+    "driver-too-old": ("driver-too-old-for-torch-cuda",),
+    "library-shadowed": ("system-cublas-shadows-wheel", "system-cudnn-shadows-wheel",
+                         "system-nvjitlink-shadows-wheel"),
+    "gpu-no-kernels": ("blackwell-torch-without-sm100-sm120",
+                       "gpu-arch-dropped-from-torch-build",
+                       "old-torch-without-ampere-hopper-kernels"),
+    "gpu-mixed-capability": ("multi-gpu-sigsegv-mixed-gpus",),
+}
 
 _LOCK_TO_LIBS = {"cublas": ("cublas", "cublasLt"), "cudnn": ("cudnn",), "nccl": ("nccl",),
                  "cudart": ("cudart",), "nvjitlink": ("nvjitlink",)}
@@ -136,11 +149,22 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
         for name in RUNTIME_CHECKS:
             skipped.append((name, "needs a GPU and its driver (--stage build)"))
     checked.append("advisories")
-    facts = facts_from_snapshot(snapshot, matrix)
-    seen_ids = {f.id for f in findings}
-    for f in advisory_findings(matrix, facts):
-        if f.id not in seen_ids:
-            findings.append(f)
+    judged = snapshot
+    if stage != "runtime":  # a build has no GPU and no driver: judge only what it has
+        judged = replace(snapshot, driver=None, gpus=(), links=())
+    facts = facts_from_snapshot(judged, matrix)
+    advisories = {f.id: f for f in advisory_findings(matrix, facts)}
+    merged: List[Finding] = []
+    used = set()
+    for f in findings:
+        covered = [advisories[a] for a in SUBSUMES.get(f.id, ()) if a in advisories]
+        if covered:
+            used.update(a.id for a in covered)
+            sources = tuple(dict.fromkeys(s for a in covered for s in a.sources))
+            f = replace(f, sources=f.sources + sources,
+                        detail=f"{f.detail} (advisory {', '.join(a.id for a in covered)})")
+        merged.append(f)
+    findings = merged + [a for aid, a in advisories.items() if aid not in used]
     return VerifyResult(target=target.name, stage=stage, findings=tuple(sort_findings(findings)),
                         checked=tuple(checked), skipped=tuple(skipped))
 
@@ -365,10 +389,14 @@ def _gpu_target(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Find
         out.append(Finding("gpu-not-in-lock", "warning", "gpu-arch",
                            f"{g.name} is not a GPU the lock target {target.name} was resolved for",
                            f"target {target.name}: {', '.join(target.gpus)}",
-                           (f"envlock resolve --gpu '{m.aliases[0] if m.aliases else m.name}'"
-                            f" (or --together) to lock for it",), subject=str(g.index)))
+                           (f"envlock resolve --gpu '{_short(m.name)}' (or --together) to "
+                            f"lock for it",), subject=str(g.index)))
         break
     return out
+
+
+def _short(name: str) -> str:
+    return name[len("NVIDIA "):] if name.startswith("NVIDIA ") else name
 
 
 def _env(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:

@@ -24,6 +24,7 @@ COMMANDS = {
     "snapshot": "envlock.cli.snapshot_cmd",
     "verify": "envlock.cli.verify_cmd",
     "doctor": "envlock.cli.doctor_cmd",
+    "export": "envlock.cli.export_cmd",
     "matrix": "envlock.cli.matrix_cmd",
 }
 

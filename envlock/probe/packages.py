@@ -18,7 +18,8 @@ from packaging.utils import canonicalize_name
 
 __all__ = ["installed_packages", "site_dirs"]
 
-_DIST_RE = re.compile(r"^(?P<name>.+?)-(?P<version>\d[^-]*?)\.(dist-info|egg-info)$")
+_DIST_RE = re.compile(
+    r"^(?P<name>.+?)-(?P<version>\d[^-]*?)(-py\d+(\.\d+)?)?\.(dist-info|egg-info)$")
 
 
 def site_dirs(paths: Optional[Sequence[str]] = None) -> Sequence[str]:

@@ -28,9 +28,15 @@ LOCKS = HERE.parent / "data" / "locks"
 
 
 def _rewrite(text: str, base: str, mapping: Dict[str, str]) -> str:
+    """Replace the loopback URLs, then the inputs-hash by that of the rewritten inputs (so
+    the fixture does not depend on the port and ``resolve --check`` reads it as fresh)."""
+    from envlock.lock.io import parse_lock
+    from envlock.resolve.target import hash_inputs
+
     for old, new in mapping.items():
         text = text.replace(base + old, new)
-    return text
+    lock = parse_lock(text)
+    return text.replace(lock.inputs_hash, hash_inputs(dict(lock.inputs)))
 
 
 def main() -> None:

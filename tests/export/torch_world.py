@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
-from urllib.parse import unquote
 
 from support.index_server import IndexServer, make_wheel
 
@@ -188,18 +187,9 @@ class TorchWorld:
         return Path(output)
 
 
-class _UnquotingServer(IndexServer):
-    """pip requests ``torch-2.5.1%2Bcu121-...whl`` for the link ``torch-2.5.1+cu121-...whl``
-    (as it does on download.pytorch.org); the base server matches paths unquoted."""
-
-    def _handle(self, h: Any, head: bool = False) -> None:
-        h.path = unquote(h.path)
-        super()._handle(h, head)
-
-
 @contextmanager
 def torch_world(directory: Path) -> Iterator[TorchWorld]:
     """Serve the world from a fresh loopback server for the life of the context."""
-    with _UnquotingServer() as server:
+    with IndexServer() as server:
         populate(server, Path(directory))
         yield TorchWorld(server, Path(directory))

@@ -23,6 +23,7 @@ import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import unquote
 from typing import Dict, List, Optional, Sequence
 
 __all__ = ["make_wheel", "IndexServer", "Index", "canonical"]
@@ -175,7 +176,7 @@ class IndexServer:
 
     # -- serving -------------------------------------------------------------------------
     def _handle(self, h: BaseHTTPRequestHandler, head: bool = False) -> None:
-        path = h.path.split("?", 1)[0]
+        path = unquote(h.path.split("?", 1)[0])
         with self._lock:
             self.log.append(path)
             for sub, n in list(self.fail.items()):
