@@ -25,6 +25,7 @@ COMMANDS = {
     "verify": "envlock.cli.verify_cmd",
     "doctor": "envlock.cli.doctor_cmd",
     "export": "envlock.cli.export_cmd",
+    "fleet": "envlock.cli.fleet_cmd",
     "matrix": "envlock.cli.matrix_cmd",
 }
 

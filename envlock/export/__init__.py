@@ -11,9 +11,13 @@ import importlib
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
+from typing import TYPE_CHECKING, Any
+
 from envlock.errors import UsageError
-from envlock.export.common import Exporter, ExportRequest, select_target
-from envlock.lock.model import Lock
+
+if TYPE_CHECKING:  # the CLI imports this package just to build its parser: stay light
+    from envlock.export.common import Exporter, ExportRequest
+    from envlock.lock.model import Lock
 
 __all__ = ["FORMATS", "get_exporter", "export", "Exported", "Exporter", "ExportRequest"]
 
@@ -28,8 +32,18 @@ FORMATS: Mapping[str, str] = {
 }
 
 
-def get_exporter(fmt: str) -> Exporter:
+def __getattr__(name: str) -> Any:
+    if name in ("Exporter", "ExportRequest"):
+        from envlock.export import common
+
+        return getattr(common, name)
+    raise AttributeError(name)
+
+
+def get_exporter(fmt: str) -> "Exporter":
     """The exporter for a ``--format`` name."""
+    from envlock.export.common import Exporter
+
     module = FORMATS.get(fmt)
     if module is None:
         raise UsageError(f"unknown export format {fmt!r} (formats: {', '.join(FORMATS)})")
@@ -47,7 +61,7 @@ class Exported:
     warnings: Tuple[str, ...] = ()
 
 
-def export(lock: Lock, fmt: str, *, lock_path: str, target: Optional[str] = None,
+def export(lock: "Lock", fmt: str, *, lock_path: str, target: Optional[str] = None,
            command: str = "", output: Optional[str] = None,
            options: Optional[Dict[str, str]] = None) -> Exported:
     """Render ``target`` of ``lock`` (the only one when None) as ``fmt``.
@@ -55,6 +69,8 @@ def export(lock: Lock, fmt: str, *, lock_path: str, target: Optional[str] = None
     Raises :class:`~envlock.errors.UsageError` / :class:`~envlock.errors.InputError` (exit 2)
     for an unknown format or target, or a lock without the hashes the format needs.
     """
+    from envlock.export.common import ExportRequest, select_target
+
     exporter = get_exporter(fmt)
     chosen = select_target(lock, target, lock_path)
     request = ExportRequest(lock=lock, target=chosen, lock_path=lock_path,

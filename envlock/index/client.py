@@ -99,6 +99,11 @@ class IndexClient:
             self._submit(job)
         return fut
 
+    def is_cached(self, index: str, name: str) -> bool:
+        """Whether the cache holds the project page (what ``--offline`` can use)."""
+        paths = self.transport._paths(self.page_url(index, name))
+        return paths is not None and paths[1].exists()
+
     def page(self, index: str, name: str) -> Optional[ProjectPage]:
         """The project page, or None when the index does not have the project."""
         return self.prefetch_page(index, name).result()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -19,16 +19,18 @@ from packaging.utils import canonicalize_name
 
 from envlock import __version__
 from envlock.errors import OfflineError
-from envlock.index.client import IndexClient
 from envlock.index.config import IndexConfig, redact
 from envlock.lock.model import AppliedAdvisory, Lock, LockedFile, LockedPackage, LockTarget, TorchChoice
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import TorchVariant
 from envlock.platforms import Target
-from envlock.resolve.closure import Finder, Req, reqs_from, resolve_closure
 from envlock.resolve.hardware import Choice, advisories_for, choose_variant
 from envlock.resolve.sources import SourcePolicy
 from envlock.resolve.target import ResolveRequest, TargetSpec
+
+if TYPE_CHECKING:
+    from envlock.index.client import IndexClient
+    from envlock.resolve.closure import Req
 
 __all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
 
@@ -68,10 +70,11 @@ def libraries_of(packages: Dict[str, str], fallback: Dict[str, str]) -> Dict[str
 
 
 def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
-            client: Optional[IndexClient] = None, command: str = "envlock resolve",
+            client: Optional["IndexClient"] = None, command: str = "envlock resolve",
             on_event: Optional[Callable[[str], None]] = None) -> Lock:
     own = client is None
     if client is None:
+        from envlock.index.client import IndexClient
         from envlock.matrix.cache import cache_dir
 
         client = IndexClient(config, cache_dir=cache_dir(), offline=request.offline)
@@ -104,7 +107,7 @@ def _wanted_versions(matrix: Matrix, variant: TorchVariant,
 
 
 def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
-                    client: IndexClient, spec: TargetSpec,
+                    client: "IndexClient", spec: TargetSpec,
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
     choice = choose_variant(matrix, spec, request.torch, request.cuda)
     v = choice.variant
@@ -117,6 +120,10 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     overrides = {canonicalize_name(r.name): r for r in choice.overrides}
     closure = "full"
     try:
+        if request.offline and not client.is_cached(tindex, "torch"):
+            from envlock.errors import OfflineError as _Off
+
+            raise _Off(f"the index page of torch on {redact(tindex)} is not cached")
         packages, resolved_versions = _closure(request, matrix, client, config, target, v,
                                                tindex, overrides, on_event)
         # Re-judge advisories on the real pins (the index may pin what the matrix did not).
@@ -173,11 +180,13 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     )
 
 
-def _closure(request: ResolveRequest, matrix: Matrix, client: IndexClient,
+def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
              config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
              overrides: Dict[str, Requirement],
              on_event: Optional[Callable[[str], None]]) -> Tuple[List[LockedPackage],
                                                                  Dict[str, str]]:
+    from envlock.resolve.closure import Finder, Req, reqs_from, resolve_closure
+
     policy = SourcePolicy(config, tindex)
     finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements))
     reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
@@ -217,7 +226,9 @@ def _parse_all(texts: Sequence[str]) -> List[Requirement]:
     return out
 
 
-def overrides_req(req: Req, overrides: Dict[str, Requirement]) -> Req:
+def overrides_req(req: "Req", overrides: Dict[str, Requirement]) -> "Req":
+    from envlock.resolve.closure import Req
+
     ov = overrides.get(req.name)
     return req if ov is None else Req(req.name, ov.specifier, req.extras, req.parent)
 

@@ -17,6 +17,7 @@ over the same build on the PyTorch index.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import Requirement
@@ -45,8 +46,14 @@ class Choice:
     driver_how: Optional[str]
 
 
+_PLANNED: Dict[Tuple[str, str, str, str], Dict[str, str]] = {}
+
+
 def planned_packages(variant: TorchVariant) -> Dict[str, str]:
     """name -> exact version for every ``==`` pin of a build (and torch itself)."""
+    key = (variant.release, variant.tag, variant.platform, variant.index)
+    if key in _PLANNED:
+        return dict(_PLANNED[key])
     out = {"torch": variant.version_string}
     for text in variant.pins:
         try:
@@ -56,6 +63,7 @@ def planned_packages(variant: TorchVariant) -> Dict[str, str]:
         exact = [s.version for s in req.specifier if s.operator == "=="]
         if len(exact) == 1 and "*" not in exact[0]:
             out[req.name] = exact[0]
+    _PLANNED[key] = dict(out)
     return out
 
 
@@ -137,28 +145,34 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
             continue
         runnable.append(c)
 
+    # Advisories are judged group by group, in preference order (release, then CUDA line):
+    # the first group with a candidate no advisory excludes holds the answer.
     clean: List[_Candidate] = []
     excluded: Dict[str, List[TorchVariant]] = {}
-    for c in runnable:
-        overrides: List[Requirement] = []
-        applied: List[AppliedAdvisory] = []
-        drop = False
-        for aid, action in advisories_for(matrix, target, c.variant):
-            adv = matrix.advisories[aid]
-            if action == "exclude":
-                excluded.setdefault(aid, []).append(c.variant)
-                drop = True
-            elif action == "override":
-                overrides.extend(Requirement(r) for r in adv.resolve_override)
-                applied.append(AppliedAdvisory(aid, "override", adv.title,
-                                               tuple(adv.resolve_override)))
-            else:
-                applied.append(AppliedAdvisory(aid, "warning", adv.title))
-        if drop:
-            continue
-        c.overrides = tuple(overrides)
-        c.applied = tuple(applied)
-        clean.append(c)
+    runnable.sort(key=lambda c: c.rank()[:2], reverse=True)
+    for _, group in groupby(runnable, key=lambda c: c.rank()[:2]):
+        for c in group:
+            overrides: List[Requirement] = []
+            applied: List[AppliedAdvisory] = []
+            drop = False
+            for aid, action in advisories_for(matrix, target, c.variant):
+                adv = matrix.advisories[aid]
+                if action == "exclude":
+                    excluded.setdefault(aid, []).append(c.variant)
+                    drop = True
+                elif action == "override":
+                    overrides.extend(Requirement(r) for r in adv.resolve_override)
+                    applied.append(AppliedAdvisory(aid, "override", adv.title,
+                                                   tuple(adv.resolve_override)))
+                else:
+                    applied.append(AppliedAdvisory(aid, "warning", adv.title))
+            if drop:
+                continue
+            c.overrides = tuple(overrides)
+            c.applied = tuple(applied)
+            clean.append(c)
+        if clean:
+            break
 
     if not clean:
         raise NoCandidateError(_explain(matrix, target, spec, cuda, base, kernel_ok,
@@ -173,7 +187,7 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
             applied.append(AppliedAdvisory(aid, "excluded",
                                            f"{adv.title} (excluded "
                                            f"{', '.join(sorted({f'{v.release} {v.tag}' for v in variants}))})"))
-    decision = _decision(matrix, target, spec, cuda, best, clean)
+    decision = _decision(matrix, target, spec, cuda, best, runnable)
     assert best.need is not None
     return Choice(variant=best.variant, decision=tuple(decision), advisories=tuple(applied),
                   overrides=best.overrides, need=best.need, driver_how=best.driver_how)
