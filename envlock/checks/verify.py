@@ -34,7 +34,7 @@ from envlock.errors import InputError
 from envlock.kernels import coverage
 from envlock.lock.model import Lock, LockTarget
 from envlock.matrix.matrix import Matrix
-from envlock.resolve.sources import TORCH_FAMILY, is_cuda_wheel
+from envlock.families import TORCH_FAMILY, is_cuda_wheel
 from envlock.snapshot import Snapshot
 from envlock.versions import V
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import textwrap
 from typing import Iterable, List, Optional, Sequence, Tuple
-from xml.sax.saxutils import escape, quoteattr
 
 from envlock.checks.finding import Finding
 
@@ -49,6 +48,7 @@ def junit_xml(suite: str, checked: Iterable[str], findings: Sequence[Finding],
               skipped: Sequence[Tuple[str, str]] = (), findings_check: Optional[dict] = None) -> str:
     """One testcase per check; a check with error findings fails, with warnings passes
     with system-out, skipped checks are <skipped/>."""
+    from xml.sax.saxutils import escape, quoteattr  # imports urllib: only when asked for
     by_check: dict = {}
     for f in findings:
         chk = (findings_check or {}).get(f.id) or _check_of(f)

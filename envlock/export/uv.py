@@ -43,7 +43,7 @@ def routing(t: LockTarget) -> Tuple[List[str], List[str]]:
     same files, and routing only the torch family is what keeps the PyTorch index from
     serving anything else.
     """
-    from envlock.resolve.sources import TORCH_FAMILY
+    from envlock.families import TORCH_FAMILY
 
     tindex = t.torch.index if t.torch is not None and not t.torch.on_pypi else None
     routed = sorted(p.name for p in t.packages

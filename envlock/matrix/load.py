@@ -72,6 +72,23 @@ LIBRARY_KEYS = ("cublas", "cublasLt", "cudnn", "nccl", "cudart", "nvjitlink", "c
 
 Source_ = Union[str, Path]
 
+_REQS: Dict[str, Any] = {}
+
+
+def _requirement(text: str) -> Requirement:
+    """Parse a PEP 508 string once per load: the same pins repeat across releases and
+    platforms, and parsing dominates validation time."""
+    found = _REQS.get(text)
+    if found is None:
+        try:
+            found = Requirement(text)
+        except InvalidRequirement as exc:
+            found = exc
+        _REQS[text] = found
+    if isinstance(found, InvalidRequirement):
+        raise found
+    return found
+
 
 def read_raw(files: Mapping[str, bytes], problems: Problems) -> Dict[str, Dict[str, Any]]:
     """Parse every file; syntax errors become problems."""
@@ -486,7 +503,7 @@ def _torch_pypi(raw: Mapping[str, Dict[str, Any]], ctx: _Ctx,
             reqs = b.str_list("requires") or ()
             for j, r in enumerate(reqs):
                 try:
-                    Requirement(r)
+                    _requirement(r)
                 except InvalidRequirement as exc:
                     b.problem(f"requires[{j}]", f"not a PEP 508 requirement: {exc}")
             if sass_list is not None:
@@ -552,7 +569,7 @@ def libraries_from_pins(pins: Iterable[str],
     libs: Dict[str, str] = {}
     for text in pins:
         try:
-            req = Requirement(text)
+            req = _requirement(text)
         except InvalidRequirement:
             continue
         exact = [s.version for s in req.specifier if s.operator in ("==", "===")]
@@ -612,7 +629,7 @@ def _variants(raw: Mapping[str, Dict[str, Any]], ctx: _Ctx,
         pins = row.str_list("pins") or ()
         for j, r in enumerate(pins):
             try:
-                Requirement(r)
+                _requirement(r)
             except InvalidRequirement as exc:
                 row.problem(f"pins[{j}]", f"not a PEP 508 requirement: {exc}")
         libraries = dict(row.str_map("libraries", check=is_version, what="a version"))

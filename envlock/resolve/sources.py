@@ -19,17 +19,10 @@ from typing import Tuple
 
 from packaging.utils import canonicalize_name
 
+from envlock.families import TORCH_FAMILY, is_cuda_wheel
 from envlock.index.config import IndexConfig
 
 __all__ = ["SourcePolicy", "TORCH_FAMILY", "is_cuda_wheel"]
-
-TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio", "triton", "pytorch-triton"})
-_CUDA_PREFIXES = ("nvidia-", "cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "cuda-python")
-
-
-def is_cuda_wheel(name: str) -> bool:
-    n = canonicalize_name(name)
-    return n.startswith(_CUDA_PREFIXES) and n != "nvidia-ml-py"
 
 
 @dataclass(frozen=True)

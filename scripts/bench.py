@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""envlock's benchmarks, each next to the peer the issues name, measured in one run.
+
+    python scripts/bench.py            # everything (the closure figures need PyPI)
+    python scripts/bench.py --quick    # fewer repetitions
+    python scripts/bench.py --only matrix,offline,verify
+
+Figures (median of N whole runs unless noted):
+
+* matrix: load + validate + index of compat-matrix/ in-process, cold (parse TOML) and warm
+  (the validated cache) -- target under 50 ms;
+* offline: ``envlock resolve --gpu H100 --offline`` as a whole process, GPU core from the
+  matrix (empty HTTP cache) -- target under 200 ms;
+* verify/snapshot: whole process, next to ``python -m torch.utils.collect_env`` -- target
+  at most 1/10 of it;
+* closure: full closure of ``torch==2.5.1`` for linux x86_64 / Python 3.11 against PyPI,
+  cold and warm cache, next to ``uv pip compile`` of the same input -- goal within 2x of uv
+  cold and faster than uv warm;
+* fleet: time to verdict and bytes per rank for 2..16 local ranks (scripts/bench_fleet.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+ROWS: List[Dict[str, str]] = []
+
+
+def row(figure: str, ours: str, peer: str = "", ratio: str = "", target: str = "",
+        verdict: str = "") -> None:
+    ROWS.append({"figure": figure, "envlock": ours, "peer": peer, "ratio": ratio,
+                 "target": target, "verdict": verdict})
+    print(f"  {figure:<46} {ours:>10} {peer:>22} {ratio:>8} {target:>14} {verdict}", flush=True)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def timed(cmd: Sequence[str], env: Optional[Dict[str, str]] = None, n: int = 5,
+          setup: Optional[Callable[[], None]] = None, cwd: Optional[str] = None) -> float:
+    times = []
+    for _ in range(n):
+        if setup:
+            setup()
+        t = time.perf_counter()
+        subprocess.run(list(cmd), env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def envlock_cmd() -> List[str]:
+    script = Path(sys.executable).with_name("envlock")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "envlock"]
+
+
+def env_with(**kw: str) -> Dict[str, str]:
+    e = dict(os.environ)
+    e.update(kw)
+    return e
+
+
+# -- figures ---------------------------------------------------------------------------------
+
+
+def bench_matrix(n: int) -> None:
+    from envlock.matrix.cache import load_cached
+    from envlock.matrix.load import load_matrix
+
+    cold = []
+    for _ in range(n):
+        t = time.perf_counter()
+        load_matrix()
+        cold.append(time.perf_counter() - t)
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["ENVLOCK_CACHE_DIR"] = d
+        load_cached()  # fill
+        warm = []
+        for _ in range(n):
+            t = time.perf_counter()
+            load_cached()
+            warm.append(time.perf_counter() - t)
+        del os.environ["ENVLOCK_CACHE_DIR"]
+    c, w = statistics.median(cold), statistics.median(warm)
+    row("matrix load+index, cold (parse+validate)", ms(c), target="< 50 ms",
+        verdict="ok" if c < 0.05 else "over")
+    row("matrix load+index, warm (validated cache)", ms(w), target="< 50 ms",
+        verdict="ok" if w < 0.05 else "over")
+
+
+def bench_offline(n: int) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        env = env_with(ENVLOCK_CACHE_DIR=d)
+        subprocess.run([*envlock_cmd(), "matrix", "gpu", "H100"], env=env,
+                       stdout=subprocess.DEVNULL)  # warm the matrix cache only
+        out = Path(d) / "envlock.lock"
+        t = timed([*envlock_cmd(), "resolve", "--gpu", "H100", "--offline", "-o", str(out)],
+                  env=env, n=n)
+    row("resolve --gpu H100 --offline (process)", ms(t), target="< 200 ms",
+        verdict="ok" if t < 0.2 else "over")
+
+
+def bench_verify(n: int) -> None:
+    lock = ROOT / "tests" / "data" / "locks" / "h100-pypi.lock"
+    with tempfile.TemporaryDirectory() as d:
+        env = env_with(ENVLOCK_CACHE_DIR=d)
+        subprocess.run([*envlock_cmd(), "snapshot"], env=env, stdout=subprocess.DEVNULL)
+        v = timed([*envlock_cmd(), "verify", "--lock", str(lock)], env=env, n=n)
+        s = timed([*envlock_cmd(), "snapshot", "-o", str(Path(d) / "s.json")], env=env, n=n)
+    try:
+        import importlib.util
+
+        has_torch = importlib.util.find_spec("torch") is not None
+    except ImportError:
+        has_torch = False
+    if not has_torch:
+        row("verify (process)", ms(v), "collect_env: no torch", target="< 150 ms")
+        row("snapshot (process)", ms(s), "collect_env: no torch", target="< 150 ms")
+        return
+    c = timed([sys.executable, "-m", "torch.utils.collect_env"], n=max(2, n // 2))
+    row("verify (process) vs torch collect_env", ms(v), f"collect_env {ms(c)}", f"{v / c:.3f}",
+        "<= 0.10", "ok" if v / c <= 0.1 else "over")
+    row("snapshot (process) vs torch collect_env", ms(s), f"collect_env {ms(c)}", f"{s / c:.3f}",
+        "<= 0.10", "ok" if s / c <= 0.1 else "over")
+
+
+def _pypi_reachable() -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=5).read(100)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def bench_closure(n: int) -> None:
+    if not _pypi_reachable():
+        row("closure torch==2.5.1 (PyPI)", "skipped", "PyPI unreachable")
+        return
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    if not Path(uv).exists():
+        row("closure torch==2.5.1 (PyPI)", "skipped", "uv not installed (pip install uv)")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        req = Path(d) / "req.in"
+        req.write_text("torch==2.5.1\n")
+        ecache, ucache = Path(d) / "envlock-cache", Path(d) / "uv-cache"
+        env = env_with(ENVLOCK_CACHE_DIR=str(ecache), PIP_CONFIG_FILE=os.devnull)
+        ours = [*envlock_cmd(), "resolve", "--gpu", "H100", "--torch", "==2.5.1",
+                "--python", "3.11", "--platform", "linux_x86_64",
+                "--index-url", "https://pypi.org/simple", "-o", str(Path(d) / "o.lock")]
+        theirs = [uv, "pip", "compile", str(req), "--python-version", "3.11",
+                  "--python-platform", "x86_64-manylinux_2_28", "--generate-hashes",
+                  "--index-url", "https://pypi.org/simple", "--no-config", "-q",
+                  "--cache-dir", str(ucache), "-o", str(Path(d) / "uv.txt")]
+        subprocess.run([*envlock_cmd(), "matrix", "gpu", "H100"], env=env,
+                       stdout=subprocess.DEVNULL)  # the matrix cache is not the index cache
+
+        def clear_ours() -> None:
+            for sub in ("http", "pages", "metadata"):
+                shutil.rmtree(ecache / sub, ignore_errors=True)
+
+        def clear_theirs() -> None:
+            shutil.rmtree(ucache, ignore_errors=True)
+
+        oc = timed(ours, env, n, clear_ours)
+        tc = timed(theirs, env, n, clear_theirs)
+        subprocess.run(ours, env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(theirs, env=env, stdout=subprocess.DEVNULL)
+        ow = timed(ours, env, n)
+        tw = timed(theirs, env, n)
+        orf = timed(ours + ["--refresh"], env, n)
+        pins_ok = _same_pins(Path(d) / "o.lock", Path(d) / "uv.txt")
+    row("closure torch==2.5.1, cold cache", ms(oc), f"uv {ms(tc)}", f"{oc / tc:.2f}x",
+        "<= 2x uv", "ok" if oc / tc <= 2 else "over")
+    row("closure torch==2.5.1, warm cache", ms(ow), f"uv {ms(tw)}", f"{ow / tw:.2f}x",
+        "< 1x uv", "ok" if ow < tw else "over")
+    row("closure, warm cache, --refresh (revalidate)", ms(orf), f"uv {ms(tw)}",
+        f"{orf / tw:.2f}x", "(info)")
+    row("closure pins identical to uv's", "yes" if pins_ok else "NO")
+
+
+def _same_pins(lock: Path, uvtxt: Path) -> bool:
+    import re
+
+    from envlock import _toml
+
+    ours = {f"{p['name']}=={p['version']}" for p in
+            _toml.loads(lock.read_text())["target"][0]["package"]}
+    theirs = set(re.findall(r"^([a-z0-9-]+==\S+)", uvtxt.read_text(), re.M))
+    return ours == theirs
+
+
+def bench_fleet_rows(quick: bool) -> None:
+    try:
+        from bench_fleet import bench_fleet  # type: ignore[import-not-found]
+    except ImportError as exc:
+        row("fleet", "skipped", f"({exc})")
+        return
+    try:
+        results = bench_fleet((2, 4) if quick else (2, 4, 8, 16))
+    except Exception as exc:  # noqa: BLE001 - a bench, not a test: report and go on
+        row("fleet", "failed", str(exc)[:40])
+        return
+    for r in results:
+        if "estimate" in r:
+            row(str(r.get("figure", "fleet estimate")), str(r["estimate"]))
+            continue
+        row(f"fleet verdict, {r['ranks']} local ranks", ms(r["seconds"]),
+            f"{r.get('fingerprint_bytes', '?')} B fingerprint/rank",
+            target="< 1 KB/node", verdict="ok" if r.get("fingerprint_bytes", 0) < 1024 else "over")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description="envlock benchmarks")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="matrix,offline,verify,closure,fleet")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = ap.parse_args(argv)
+    n = 3 if args.quick else 7
+    only = set(args.only.split(","))
+    # pip compiles bytecode at install time; a checkout (or PYTHONDONTWRITEBYTECODE=1)
+    # would otherwise time the compiler on every run
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "envlock"), quiet=1)
+    print(f"envlock benchmarks ({'quick' if args.quick else 'full'}; median of {n}; "
+          f"{os.cpu_count()} CPUs; Python {sys.version.split()[0]})")
+    print(f"  {'figure':<46} {'envlock':>10} {'peer':>22} {'ratio':>8} {'target':>14}")
+    if "matrix" in only:
+        bench_matrix(n)
+    if "offline" in only:
+        bench_offline(n)
+    if "verify" in only:
+        bench_verify(n)
+    if "closure" in only:
+        bench_closure(max(3, n // 2))
+    if "fleet" in only:
+        bench_fleet_rows(args.quick)
+    if args.json:
+        Path(args.json).write_text(json.dumps(ROWS, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
