@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from envlock.errors import InputError
@@ -214,7 +213,8 @@ class Snapshot:
                     break
                 match = next((g for g in self.gpus if g.index == idx), None)
             else:
-                match = next((g for g in self.gpus if g.uuid and (g.uuid == item or g.uuid.startswith(item))), None)
+                match = next((g for g in self.gpus
+                              if g.uuid and (g.uuid == item or g.uuid.startswith(item))), None)
             if match is None:
                 break
             if match not in out:
@@ -302,13 +302,9 @@ def dataclass_missing() -> Any:
 
 def load_snapshot(path: str) -> Snapshot:
     """Read a snapshot file; every failure is a one-line InputError."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"snapshot {path} does not exist") from None
-    except OSError as exc:
-        raise InputError(f"cannot read snapshot {path}: {exc.strerror}") from None
+    from envlock._files import read_user_text
+
+    text = read_user_text(path, "snapshot")
     try:
         data = json.loads(text)
     except ValueError as exc:

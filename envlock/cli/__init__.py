@@ -95,6 +95,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
         except _ArgError as exc:
             out.error(str(exc))
             return ExitCode.USAGE
+        except SystemExit as exc:  # --help / --version: argparse printed and wants to exit
+            return int(exc.code or 0)
         if not getattr(args, "command", None):
             parser.print_help(out.stdout)
             return ExitCode.USAGE

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any, List, Tuple
 
 from envlock.errors import ExitCode, InputError
@@ -38,13 +39,12 @@ def _read_logs(paths: List[str], out: Any) -> List[Tuple[str, str]]:
         if p == "-":
             logs.append(("stdin", sys.stdin.read()))
             continue
-        try:
-            with open(p, encoding="utf-8", errors="replace") as fh:
-                logs.append((p, fh.read()))
-        except FileNotFoundError:
-            raise InputError(f"log file {p} does not exist") from None
-        except OSError as exc:
-            raise InputError(f"cannot read {p}: {exc.strerror}") from None
+        if not os.path.isfile(p):
+            from envlock._files import read_user_text
+
+            read_user_text(p, "log file")  # raises the one-line error that fits
+        with open(p, encoding="utf-8", errors="replace") as fh:  # logs may hold any bytes
+            logs.append((p, fh.read()))
     return logs
 
 

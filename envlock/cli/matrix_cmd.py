@@ -166,7 +166,8 @@ def _gpu(args: argparse.Namespace, out: Any) -> int:
         good = []
         for b in r["builds"]:
             if b["coverage"] in ("sass", "ptx"):
-                mark = ("*" if b["index"] == "pypi" else "") + ("~" if b["coverage"] == "ptx" else "")
+                mark = ("*" if b["index"] == "pypi" else "") + \
+                    ("~" if b["coverage"] == "ptx" else "")
                 good.append(f"{b['tag']}{mark}")
         unknown = [b["tag"] for b in r["builds"] if b["coverage"] is None]
         if good:

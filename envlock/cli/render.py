@@ -45,7 +45,8 @@ def findings_text(findings: Sequence[Finding], *, header: str, verbose: bool = F
 
 
 def junit_xml(suite: str, checked: Iterable[str], findings: Sequence[Finding],
-              skipped: Sequence[Tuple[str, str]] = (), findings_check: Optional[dict] = None) -> str:
+              skipped: Sequence[Tuple[str, str]] = (),
+              findings_check: Optional[dict] = None) -> str:
     """One testcase per check; a check with error findings fails, with warnings passes
     with system-out, skipped checks are <skipped/>."""
     from xml.sax.saxutils import escape, quoteattr  # imports urllib: only when asked for

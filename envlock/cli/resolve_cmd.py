@@ -182,7 +182,9 @@ def run(args: argparse.Namespace, out: Any) -> int:
         where = "PyPI" if tv and tv.on_pypi else (tv.index if tv else "")
         hw = ", ".join(f"{g} ({cc})" for g, cc in zip(t.gpus, t.compute_capabilities)) or "CPU"
         drv = f"; driver >= {t.driver_min}" if t.driver_min else ""
-        out.print(f"{t.name}: torch {tv.installed_version if tv else '?'} ({tv.variant if tv else '?'}, "
+        version = tv.installed_version if tv else "?"
+        variant = tv.variant if tv else "?"
+        out.print(f"{t.name}: torch {version} ({variant}, "
                   f"{where}) for {hw}, Python {t.python}, {t.platform}{drv}; "
                   f"{len(t.packages)} packages"
                   + ("" if t.closure == "full" else " (GPU core only: offline, nothing cached)"))

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import random
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
-from envlock.errors import IndexError_, OfflineError
+from envlock._files import atomic_write_bytes
+from envlock.errors import InputError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
 
 __all__ = ["Response", "Transport", "RETRY_STATUSES"]
@@ -126,10 +126,10 @@ class Transport:
         }
         try:
             paths[0].parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(paths[0], body)
-            _atomic_write(paths[1], json.dumps(meta).encode())
-        except OSError:
-            pass
+            atomic_write_bytes(paths[0], body)
+            atomic_write_bytes(paths[1], json.dumps(meta).encode())
+        except (OSError, InputError):
+            pass  # the cache is an optimisation: a read-only cache directory is fine
 
     # -- requests --------------------------------------------------------------------
     def get(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
@@ -282,20 +282,6 @@ def _max_age(headers: Mapping[str, str]) -> Optional[float]:
         except (TypeError, ValueError):
             return None
     return None
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _short_error(exc: BaseException) -> str:

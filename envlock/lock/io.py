@@ -9,12 +9,11 @@ half-written lock.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, List, Mapping, Optional, Tuple
 
 from envlock import _toml
+from envlock._files import atomic_write_text, read_user_text
 from envlock.errors import InputError
 from envlock.lock.model import (
     LOCK_VERSION,
@@ -147,27 +146,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def write_lock(lock: Lock, path: Path) -> None:
     atomic_write_text(path, render_lock(lock))
 
@@ -291,13 +269,6 @@ def _tuple(v: Any) -> Optional[Tuple[str, ...]]:
 
 
 def load_lock(path: Any) -> Lock:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"lock file {p} does not exist",
-                         hint="create one with 'envlock resolve --gpu <GPU> -o "
-                              f"{p}'") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {p}: {exc.strerror}") from None
-    return parse_lock(text, origin=str(p))
+    text = read_user_text(path, "lock file",
+                          hint=f"create one with 'envlock resolve --gpu <GPU> -o {path}'")
+    return parse_lock(text, origin=str(path))

@@ -17,6 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from envlock import _toml
 from envlock.errors import MatrixError
+from envlock.families import library_of_package
 from envlock.kernels import parse_target
 from envlock.matrix import conditions
 from envlock.matrix.matrix import Matrix
@@ -539,15 +540,6 @@ def _torch_pypi(raw: Mapping[str, Dict[str, Any]], ctx: _Ctx,
 
 _GPU_PIN_PREFIXES = ("nvidia-", "triton", "pytorch-triton", "cuda-toolkit", "cuda-bindings")
 
-_LIB_FROM_PACKAGE = {
-    "nvidia-cublas": "cublas",
-    "nvidia-cudnn": "cudnn",
-    "nvidia-nccl": "nccl",
-    "nvidia-cuda-runtime": "cudart",
-    "nvidia-nvjitlink": "nvjitlink",
-    "nvidia-cusparse": "cusparse",
-    "nvidia-cuda-nvrtc": "nvrtc",
-}
 
 
 def gpu_pins(requires: Iterable[str]) -> Tuple[str, ...]:
@@ -585,8 +577,7 @@ def libraries_from_pins(pins: Iterable[str],
                     if key in rel.components and key in LIBRARY_KEYS:
                         libs.setdefault(key, rel.components[key])
             continue
-        base = re.sub(r"-cu\d+$", "", name)
-        key = _LIB_FROM_PACKAGE.get(base)
+        key = library_of_package(name)
         if key:
             libs[key] = version
     return libs

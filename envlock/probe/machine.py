@@ -93,6 +93,14 @@ def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optio
         drv, gpu_list, links = report.driver, report.gpus, report.links
         notes.extend(report.notes)
         hw_source = "probed"
+        if not gpu_list and drv is not None and drv.error:
+            # NVML failed: the PCI bus still says which NVIDIA GPUs are installed
+            from envlock.probe.driverfs import gpus_from_sysfs
+
+            gpu_list = gpus_from_sysfs()
+            if gpu_list:
+                notes.append(f"{len(gpu_list)} NVIDIA GPU(s) on the PCI bus; names and "
+                             f"capabilities unknown because NVML failed ({drv.error})")
         if (drv is None or not drv.version) and stated_driver is not None:
             drv = stated_driver
             hw_source = "stated"

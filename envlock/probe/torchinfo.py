@@ -90,7 +90,8 @@ def parse_version_py(text: str) -> Tuple[Optional[str], Optional[str]]:
     return (m.group(1) if m else None), (c.group(1) if c and c.group(1) else None)
 
 
-def torch_from_files(site_dirs: Sequence[str], cache_dir: Optional[Path] = None) -> Optional[TorchInfo]:
+def torch_from_files(site_dirs: Sequence[str],
+                     cache_dir: Optional[Path] = None) -> Optional[TorchInfo]:
     tdir = find_torch_dir(site_dirs)
     if tdir is None:
         return None

@@ -9,7 +9,6 @@ asked), without hashes, and says so (``closure = "gpu-core"``).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -19,12 +18,20 @@ from packaging.utils import canonicalize_name
 
 from envlock import __version__
 from envlock.errors import OfflineError
+from envlock.families import library_of_package
 from envlock.index.config import IndexConfig, redact
-from envlock.lock.model import AppliedAdvisory, Lock, LockedFile, LockedPackage, LockTarget, TorchChoice
+from envlock.lock.model import (
+    AppliedAdvisory,
+    Lock,
+    LockedFile,
+    LockedPackage,
+    LockTarget,
+    TorchChoice,
+)
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import TorchVariant
 from envlock.platforms import Target
-from envlock.resolve.hardware import Choice, advisories_for, choose_variant
+from envlock.resolve.hardware import advisories_for, choose_variant
 from envlock.resolve.sources import SourcePolicy
 from envlock.resolve.target import ResolveRequest, TargetSpec
 
@@ -35,16 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
 
 _PYTORCH_DEFAULT = "https://download.pytorch.org/whl"
-
-_LIB_PACKAGES = {
-    "nvidia-cublas": "cublas",
-    "nvidia-cudnn": "cudnn",
-    "nvidia-nccl": "nccl",
-    "nvidia-cuda-runtime": "cudart",
-    "nvidia-nvjitlink": "nvjitlink",
-    "nvidia-cusparse": "cusparse",
-    "nvidia-cuda-nvrtc": "nvrtc",
-}
 
 
 def torch_index_url(variant: TorchVariant, config: IndexConfig, pytorch_base: str) -> str:
@@ -62,8 +59,7 @@ def libraries_of(packages: Dict[str, str], fallback: Dict[str, str]) -> Dict[str
     """Expected native library versions from resolved nvidia-* packages (matrix fallback)."""
     libs = dict(fallback)
     for name, version in packages.items():
-        base = re.sub(r"-cu\d+$", "", canonicalize_name(name))
-        key = _LIB_PACKAGES.get(base)
+        key = library_of_package(name)
         if key:
             libs[key] = version.split("+")[0]
     return libs
@@ -121,9 +117,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     closure = "full"
     try:
         if request.offline and not client.is_cached(tindex, "torch"):
-            from envlock.errors import OfflineError as _Off
-
-            raise _Off(f"the index page of torch on {redact(tindex)} is not cached")
+            raise OfflineError(f"the index page of torch on {redact(tindex)} is not cached")
         packages, resolved_versions = _closure(request, matrix, client, config, target, v,
                                                tindex, overrides, on_event)
         # Re-judge advisories on the real pins (the index may pin what the matrix did not).

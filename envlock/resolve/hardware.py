@@ -184,9 +184,8 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
     for aid, variants in sorted(excluded.items()):
         if any(_Candidate(v).rank()[:2] > best_rank[:2] for v in variants):
             adv = matrix.advisories[aid]
-            applied.append(AppliedAdvisory(aid, "excluded",
-                                           f"{adv.title} (excluded "
-                                           f"{', '.join(sorted({f'{v.release} {v.tag}' for v in variants}))})"))
+            builds = ", ".join(sorted({f"{v.release} {v.tag}" for v in variants}))
+            applied.append(AppliedAdvisory(aid, "excluded", f"{adv.title} (excluded {builds})"))
     decision = _decision(matrix, target, spec, cuda, best, runnable)
     assert best.need is not None
     return Choice(variant=best.variant, decision=tuple(decision), advisories=tuple(applied),

@@ -204,13 +204,10 @@ def read_requirement_file(path: str, seen: Optional[set] = None) -> Tuple[
     line: indexes are envlock options, so a lock cannot silently depend on them.
     """
     seen = set() if seen is None else seen
+    from envlock._files import read_user_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"requirements file {path} does not exist") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    text = read_user_text(p, "requirements file")
     digests = {str(p): "sha256:" + hashlib.sha256(text.encode()).hexdigest()}
     out: List[Tuple[str, str]] = []
     if p.resolve() in seen:

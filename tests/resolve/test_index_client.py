@@ -91,13 +91,21 @@ def test_tampered_pep658_metadata_is_refused(server: IndexServer, tmp_path: Path
             c.metadata(bad)
 
 
-def test_retries_after_injected_503s(server: IndexServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_retries_after_injected_5xx(server: IndexServer, tmp_path: Path, status: int) -> None:
+    server.fail_status = status
     server.fail["/pypi/simple/demo/"] = 2
     with client(server, tmp_path, retries=3) as c:
         page = c.page(server.url("pypi"), "demo")
         assert page is not None
         assert c.transport.stats["retries"] == 2
     assert len(server.requests("/pypi/simple/demo/")) == 3
+
+
+def test_a_404_is_not_retried(server: IndexServer, tmp_path: Path) -> None:
+    with client(server, tmp_path, retries=3) as c:
+        assert c.page(server.url("pypi"), "absent") is None
+        assert c.transport.stats["retries"] == 0
 
 
 def test_gives_up_with_a_clear_message(server: IndexServer, tmp_path: Path) -> None:

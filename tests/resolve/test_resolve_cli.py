@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from envlock import _toml
 from support.cli import run_cli
-from support.index_server import IndexServer, make_wheel
+from support.index_server import IndexServer
 from support.torch_world import add_package, add_torch_release, torch_requires
 
 

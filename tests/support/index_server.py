@@ -47,7 +47,7 @@ def make_wheel(directory: Path, name: str, version: str, *, requires: Sequence[s
     dist = name.replace("-", "_")
     fn = f"{dist}-{version}{'-' + build if build else ''}-{tag}.whl"
     info = f"{dist}-{version}.dist-info"
-    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     if requires_python:
         meta.append(f"Requires-Python: {requires_python}")
     for r in requires:
@@ -115,8 +115,9 @@ class IndexServer:
     def __init__(self) -> None:
         self.indexes: Dict[str, Index] = {}
         self.log: List[str] = []
-        #: path substring -> number of 503 answers still to give
+        #: path substring -> number of failed answers still to give (``fail_status``)
         self.fail: Dict[str, int] = {}
+        self.fail_status = 503
         #: path substring -> seconds to stall before answering
         self.stall: Dict[str, float] = {}
         self.ranges = True
@@ -182,7 +183,7 @@ class IndexServer:
             for sub, n in list(self.fail.items()):
                 if sub in path and n > 0:
                     self.fail[sub] = n - 1
-                    self._send(h, 503, b"injected failure", "text/plain", head)
+                    self._send(h, self.fail_status, b"injected failure", "text/plain", head)
                     return
             stall = next((s for sub, s in self.stall.items() if sub in path), 0.0)
         if stall:

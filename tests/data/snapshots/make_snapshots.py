@@ -9,7 +9,6 @@ drift it is about. Review the diff after regenerating.
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any, Dict, List
