@@ -108,10 +108,10 @@ def target_tags(python: str, platform: str, glibc: str = DEFAULT_GLIBC,
             plats += [f"macosx_10_{minor}_{arch}", f"macosx_10_{minor}_universal2"]
     else:
         raise ValueError(f"unknown platform {platform!r}")
-    tags = list(cpython_tags(ver, [abi], plats))  # type: ignore[arg-type]
+    tags = list(cpython_tags(ver, [abi], plats))
     if free_threaded:
         tags = [t for t in tags if t.abi != "abi3"]
-    tags += list(compatible_tags(ver, abi, plats))  # type: ignore[arg-type]
+    tags += list(compatible_tags(ver, abi, plats))
     return tuple(tags)
 
 

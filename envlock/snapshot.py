@@ -289,7 +289,7 @@ class _Reader:
             kwargs[f.name] = v
         for f in fields(cls):
             if f.name not in kwargs and f.default is dataclass_missing() and \
-                    f.default_factory is dataclass_missing():  # type: ignore[misc]
+                    f.default_factory is dataclass_missing():
                 self.fail(f"{path}.{f.name}", "missing")
         return cls(**kwargs)
 

@@ -226,7 +226,7 @@ def facts_from_snapshot(snapshot: Snapshot, matrix: Optional[Matrix]) -> Facts:
     else:
         for key in FACTS_GPU:
             values[key] = UNKNOWN
-        gpu_elems = UNKNOWN  # type: ignore[assignment]
+        gpu_elems = UNKNOWN
 
     visible = {g.index for g in snapshot.visible_gpus()}
     by_index = {g.index: g for g in snapshot.gpus}
@@ -341,6 +341,6 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
         libs["cublasLt"] = dict(libs["cublas"])
     lib_elems = [{"name": n, "version": i["version"], "owner": UNKNOWN, "selected": True,
                   "system": False} for n, i in libs.items()]
-    pk = {canonicalize_name(k): base_version(v) if k != "torch" else v
+    pk = {str(canonicalize_name(k)): base_version(v) if k != "torch" else v
           for k, v in packages.items()}
     return Facts(values, {"gpu": elems, "link": UNKNOWN, "library": lib_elems}, pk, libs, None)

@@ -144,7 +144,7 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
         for name, fn in (("driver", _driver), ("gpu-kernels", _kernels), ("gpu-mix", _mix),
                          ("gpu-target", _gpu_target), ("env", _env)):
             checked.append(name)
-            findings += fn(target, snapshot, matrix)  # type: ignore[operator]
+            findings += fn(target, snapshot, matrix)
     else:
         for name in RUNTIME_CHECKS:
             skipped.append((name, "needs a GPU and its driver (--stage build)"))
@@ -155,7 +155,7 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
     facts = facts_from_snapshot(judged, matrix)
     advisories = {f.id: f for f in advisory_findings(matrix, facts)}
     merged: List[Finding] = []
-    used = set()
+    used: set = set()
     for f in findings:
         covered = [advisories[a] for a in SUBSUMES.get(f.id, ()) if a in advisories]
         if covered:
@@ -174,7 +174,7 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
 
 def _packages(target: LockTarget, snap: Snapshot) -> List[Finding]:
     out: List[Finding] = []
-    installed = {canonicalize_name(k): v for k, v in snap.packages.items()}
+    installed = {str(canonicalize_name(k)): v for k, v in snap.packages.items()}
     locked = {p.name for p in target.packages}
     for p in target.packages:
         have = installed.get(p.name)
@@ -230,7 +230,8 @@ def _package_files(target: LockTarget, snap: Snapshot,
 
     out: List[Finding] = []
     want = {p.name for p in target.packages}
-    for dist in metadata.distributions(path=list(paths) if paths else None):
+    dists = metadata.distributions(path=list(paths)) if paths else metadata.distributions()
+    for dist in dists:
         name = canonicalize_name(dist.metadata["Name"] or "")
         if name not in want:
             continue

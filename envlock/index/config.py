@@ -131,11 +131,11 @@ def load_index_config(env: Optional[Mapping[str, str]] = None, **cli: object) ->
             out["retries"] = int(values["retries"])
         except ValueError:
             pass
-    for key, value in cli.items():
-        if value is None:
+    for opt, given in cli.items():
+        if given is None:
             continue
-        out[key] = value
-        origin[key.replace("_", "-")] = "command line"
+        out[opt] = given
+        origin[opt.replace("_", "-")] = "command line"
     return replace(cfg, origin=origin, **out)  # type: ignore[arg-type]
 
 

@@ -368,13 +368,13 @@ def _cuda(raw: Mapping[str, Dict[str, Any]], ctx: _Ctx) -> Tuple[
         v = row.text("version", check=_LINE_RE.match, what="a CUDA line like '12.4'")  # type: ignore[arg-type]
         sass = row.str_list("sass", required=True, check=_SM_RE.match,  # type: ignore[arg-type]
                             what="an sm_XY target") or ()
-        line = CudaLine(version=v, sass=sass, provenance=ctx.provenance(row))
+        cline = CudaLine(version=v, sass=sass, provenance=ctx.provenance(row))
         row.finish()
         if v in lines:
             row.problem("version", f"duplicate line {v}")
         if v and int(v.split(".")[0]) not in majors:
             row.problem("version", f"no [[major]] row for CUDA {v.split('.')[0]}")
-        lines[v] = line
+        lines[v] = cline
     releases: Dict[str, CudaRelease] = {}
     for row in rows("release"):
         v = row.text("version", check=is_version, what="a version")
@@ -577,9 +577,9 @@ def libraries_from_pins(pins: Iterable[str],
                     if key in rel.components and key in LIBRARY_KEYS:
                         libs.setdefault(key, rel.components[key])
             continue
-        key = library_of_package(name)
-        if key:
-            libs[key] = version
+        lib = library_of_package(name)
+        if lib:
+            libs[lib] = version
     return libs
 
 
@@ -658,21 +658,21 @@ def _variants(raw: Mapping[str, Dict[str, Any]], ctx: _Ctx,
                 ))
     # The PyPI builds, enriched with PTX facts from the curated row of the same build.
     by_key = {(v.release, v.tag, v.platform): v for v in out}
-    for rel in torch_releases.values():
-        for plat, b in rel.builds.items():
-            twin = by_key.get((rel.version, b.tag, plat))
+    for trel in torch_releases.values():
+        for plat, b in trel.builds.items():
+            twin = by_key.get((trel.version, b.tag, plat))
             pins = gpu_pins(b.requires)
             libs = libraries_from_pins(pins, cuda_releases)
             if twin is not None:
-                for k, v in twin.libraries.items():
-                    libs.setdefault(k, v)
+                for k, known in twin.libraries.items():
+                    libs.setdefault(k, known)
             out.append(TorchVariant(
-                release=rel.version, tag=b.tag, platform=plat, index=PYPI, cuda=b.cuda,
+                release=trel.version, tag=b.tag, platform=plat, index=PYPI, cuda=b.cuda,
                 cuda_release=twin.cuda_release if twin else None,
                 sass=b.sass if b.sass is not None else (twin.sass if twin else None),
                 ptx=twin.ptx if twin else (() if b.tag == "cpu" else None),
                 pins_status="known", pins=pins, libraries=libs, pythons=b.pythons,
-                provenance=rel.provenance,
+                provenance=trel.provenance,
             ))
     return out
 

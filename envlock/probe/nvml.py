@@ -109,7 +109,7 @@ def probe_nvml(*, proc_version: str = PROC_VERSION,
     """
     notes: List[str] = []
     try:
-        import pynvml as nv  # type: ignore[import-untyped]
+        import pynvml as nv
     except ImportError:
         notes.append("nvml: the nvidia-ml-py package (pynvml) is not installed")
         return _without_nvml("not-found", notes, proc_version, sysfs_version)

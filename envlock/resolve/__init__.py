@@ -113,7 +113,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
     decision = list(choice.decision)
     advisories = list(choice.advisories)
-    overrides = {canonicalize_name(r.name): r for r in choice.overrides}
+    overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
     closure = "full"
     try:
         if request.offline and not client.is_cached(tindex, "torch"):
@@ -131,7 +131,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                 adv = matrix.advisories[aid]
                 for r in adv.resolve_override:
                     req = Requirement(r)
-                    overrides[canonicalize_name(req.name)] = req
+                    overrides[str(canonicalize_name(req.name))] = req
                 advisories.append(AppliedAdvisory(aid, "override", adv.title,
                                                   tuple(adv.resolve_override)))
             decision.append("re-resolved with overrides after reading the index's pins: "

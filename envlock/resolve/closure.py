@@ -245,11 +245,11 @@ def _build_key(build: Tuple[Any, ...]) -> Tuple[int, ...]:
     return tuple(x for x in build if isinstance(x, int)) or (0,)
 
 
-class _Provider(AbstractProvider):  # type: ignore[misc]
+class _Provider(AbstractProvider):
     def __init__(self, finder: Finder, overrides: Mapping[str, Requirement],
                  python: Version) -> None:
         self.finder = finder
-        self.overrides = {canonicalize_name(k): v for k, v in overrides.items()}
+        self.overrides = {str(canonicalize_name(k)): v for k, v in overrides.items()}
         self.python = python
 
     def identify(self, requirement_or_candidate: Any) -> str:
@@ -318,7 +318,7 @@ class _Provider(AbstractProvider):  # type: ignore[misc]
         return final
 
 
-class _Reporter(BaseReporter):  # type: ignore[misc]
+class _Reporter(BaseReporter):
     def __init__(self, on_pin: Optional[Any] = None) -> None:
         self.on_pin = on_pin
 
