@@ -9,6 +9,7 @@ newer major with a clear message, and reports the first malformed field by its p
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -166,8 +167,16 @@ class Snapshot:
         host = r.record(Host, data.get("host") or {}, "host")
         python = r.record(PythonInfo, data.get("python") or {}, "python")
         driver = None if data.get("driver") is None else r.record(Driver, data["driver"], "driver")
+        if driver is not None and driver.version is not None and \
+                not re.fullmatch(r"[0-9]{2,3}(\.[0-9]{1,3}){1,2}", driver.version):
+            r.fail("driver.version", f"{driver.version!r} is not an NVIDIA driver version")
         gpus = tuple(r.record(GpuInfo, g, f"gpus[{i}]")
                      for i, g in enumerate(r.array(data.get("gpus"), "gpus")))
+        for i, g in enumerate(gpus):
+            if g.compute_capability is not None and \
+                    not re.fullmatch(r"[0-9]{1,2}\.[0-9]", g.compute_capability):
+                r.fail(f"gpus[{i}].compute_capability",
+                       f"{g.compute_capability!r} is not a compute capability like '9.0'")
         links = tuple(r.record(Link, x, f"links[{i}]")
                       for i, x in enumerate(r.array(data.get("links"), "links")))
         libraries = tuple(r.record(Library, x, f"libraries[{i}]")
@@ -183,12 +192,19 @@ class Snapshot:
         known = {"schema", "taken_at", "host", "python", "driver", "gpus", "links", "packages",
                  "libraries", "torch", "env", "hardware_source", "notes"}
         extra = {k: v for k, v in data.items() if k not in known}
+        notes = r.str_array(data.get("notes"), "notes")
+        source = data.get("hardware_source")
+        if source is not None and not isinstance(source, str):
+            r.fail("hardware_source", "expected a string")
+        taken = data.get("taken_at")
+        if taken is not None and not isinstance(taken, str):
+            r.fail("taken_at", "expected a string")
         return cls(
-            taken_at=data.get("taken_at") if isinstance(data.get("taken_at"), str) else None,
+            taken_at=taken,
             host=host, python=python, driver=driver, gpus=gpus, links=links,
             packages=packages, libraries=libraries, torch=torch, env=env,
-            hardware_source=data.get("hardware_source"),
-            notes=tuple(str(n) for n in (data.get("notes") or [])),
+            hardware_source=source,
+            notes=tuple(notes),
             extra=extra,
         )
 
@@ -207,7 +223,7 @@ class Snapshot:
             if not item:
                 break
             match = None
-            if item.lstrip("-").isdigit():
+            if re.fullmatch(r"-?[0-9]+", item):  # ASCII digits only ("²".isdigit() is True)
                 idx = int(item)
                 if idx < 0:
                     break

@@ -162,6 +162,10 @@ def test_strict_fails_on_warnings() -> None:
     ('{"schema": "envlock.snapshot/2"}', "comes from a newer envlock"),
     ('{"schema": "something/1"}', "not an envlock snapshot"),
     ('{"schema": "envlock.snapshot/1", "gpus": [{"index": "zero"}]}', "gpus[0].index"),
+    ('{"schema": "envlock.snapshot/1", "driver": {"version": "latest"}}',
+     "driver.version: 'latest' is not an NVIDIA driver version"),
+    ('{"schema": "envlock.snapshot/1", "gpus": [{"index": 0, "compute_capability": "9"}]}',
+     "gpus[0].compute_capability"),
 ])
 def test_bad_snapshots_are_one_line_errors(tmp_path: Path, content: str, message: str) -> None:
     p = tmp_path / "bad.json"

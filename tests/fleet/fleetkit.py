@@ -1,0 +1,86 @@
+"""Helpers for the fleet tests: per-node snapshot files and real torchrun launches."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+LOCK = str(DATA / "locks" / "h100-pypi.lock")
+HARNESS = str(Path(__file__).resolve().parent / "fleet_rank.py")
+#: the launcher variables a test must not inherit from whoever runs pytest
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+               "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+               "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT")
+
+
+def _load(name: str) -> dict:
+    return json.loads((DATA / "snapshots" / f"{name}.json").read_text())
+
+
+def snapshot(kind: str = "match", host: str = "node01") -> dict:
+    """h100-match, or one fact drifted: another NCCL, driver or GPU model."""
+    snap = _load("h100-match")
+    snap["host"]["hostname"] = host
+    if kind == "nccl":
+        snap["packages"]["nvidia-nccl-cu12"] = "2.20.5"
+        for lib in snap["libraries"]:
+            if lib["name"] == "nccl":
+                lib["version"] = "2.20.5"
+    elif kind == "driver":
+        snap["driver"] = _load("h100-old-driver")["driver"]
+    elif kind == "gpu":
+        snap["gpus"] = copy.deepcopy(_load("h20-on-h100-lock")["gpus"])
+    else:
+        assert kind == "match", kind
+    return snap
+
+
+def write_snapshots(directory: Path, kinds: Sequence[str], pattern: str = "rank-{}.json",
+                    names: Optional[Sequence[str]] = None) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, kind in enumerate(kinds):
+        name = names[i] if names else str(i)
+        (directory / pattern.format(name)).write_text(json.dumps(snapshot(kind, f"node{i}")))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in LAUNCH_VARS and not k.startswith("SLURM")}
+    env.update(extra or {})
+    return env
+
+
+def torchrun(nproc: int, *args: str, script: Optional[str] = None,
+             launcher: Sequence[str] = ("--standalone",)) -> List[str]:
+    """``python -m torch.distributed.run ... -m envlock fleet ARGS`` (the venv's torch), or
+    the test harness script instead of ``-m envlock``."""
+    target = [script] if script else ["-m", "envlock"]
+    return [sys.executable, "-m", "torch.distributed.run", *launcher,
+            "--nproc-per-node", str(nproc), "--monitor-interval", "0.1", *target,
+            "fleet", *args]
+
+
+def run(cmd: Sequence[str], *, cwd: Path, env: Optional[Mapping[str, str]] = None,
+        timeout: float = 150) -> "subprocess.CompletedProcess[str]":
+    """Every launch has a hard timeout: no test can hang."""
+    return subprocess.run(list(cmd), check=False, cwd=str(cwd), env=clean_env(env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def rank_codes(directory: Path) -> Dict[int, int]:
+    """Exit codes the harness recorded, by rank."""
+    return {int(p.name.split("-")[1]): int(p.read_text())
+            for p in directory.glob("rank-*") if p.is_file()}
