@@ -63,7 +63,9 @@ class _ArgError(Exception):
     pass
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The argument parser; ``only`` registers just that subcommand (every command start
+    would otherwise import and build all eight)."""
     import importlib
 
     parser = _Parser(
@@ -79,8 +81,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show a traceback on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module in COMMANDS.items():
-        importlib.import_module(module).register(sub)
+        if only is None or name == only:
+            importlib.import_module(module).register(sub)
     return parser
+
+
+def _command_of(args: Sequence[str]) -> Optional[str]:
+    """The subcommand named on the command line, when the rest needs no other parser."""
+    for a in args:
+        if a in ("-h", "--help", "--version"):
+            return None
+        if a.startswith("-"):
+            continue
+        return a if a in COMMANDS else None
+    return None
 
 
 def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> int:
@@ -89,7 +103,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
     args_list: List[str] = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list or bool(os.environ.get("ENVLOCK_DEBUG"))
     try:
-        parser = build_parser()
+        parser = build_parser(_command_of(args_list))
         try:
             args = parser.parse_args(args_list)
         except _ArgError as exc:
