@@ -51,3 +51,13 @@ def test_every_documented_command_exists() -> None:
     for cmd in used:
         r = run_cli(cmd, "--help") if cmd != "matrix" else run_cli("matrix", "gpu", "--help")
         assert r.code == 0, cmd
+
+
+def test_readme_counts_match_the_matrix() -> None:
+    from envlock.matrix import get_matrix
+
+    m = get_matrix()
+    readme = (ROOT / "README.md").read_text()
+    assert f"{len(m.gpus)} GPU models" in readme
+    assert f"{len(m.advisories)} advisories" in readme
+    assert f"PyTorch release {list(m.torch_releases)[0]} to {list(m.torch_releases)[-1]}" in readme
