@@ -341,11 +341,11 @@ def _driver(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]
 
 def _kernels(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
     arch: Optional[Sequence[str]] = None
-    if snap.torch is not None and snap.torch.arch_list is not None and snap.torch.arch_list:
-        arch = snap.torch.arch_list
+    if snap.torch is not None and snap.torch.arch_list is not None:
+        arch = snap.torch.arch_list  # what is installed, even a CPU build's empty list
     elif target.torch is not None and target.torch.arch_list is not None:
         arch = tuple(target.torch.arch_list) + tuple(target.torch.ptx or ())
-    if arch is None or not snap.torch and "torch" not in snap.packages:
+    if arch is None or (snap.torch is None and "torch" not in snap.packages):
         return []
     out = []
     for g in snap.visible_gpus():
@@ -353,9 +353,10 @@ def _kernels(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding
             continue
         if not coverage(arch, g.compute_capability).ok:
             sm = "sm_" + g.compute_capability.replace(".", "")
+            built = f"compiled for: {' '.join(arch)}" if arch else \
+                "the installed torch is a CPU-only build"
             out.append(Finding("gpu-no-kernels", "error", "gpu-arch",
-                               f"the installed torch has no kernels for {g.name} ({sm})",
-                               f"compiled for: {' '.join(arch)}",
+                               f"the installed torch has no kernels for {g.name} ({sm})", built,
                                (f"envlock resolve --gpu '{g.name}' and install that lock",),
                                subject=str(g.index)))
     return out

@@ -90,6 +90,19 @@ def test_gpu_without_kernels() -> None:
     assert "blackwell-torch-without-sm100-sm120" in f["detail"]
 
 
+def test_a_cpu_build_of_torch_has_no_kernels_for_any_gpu(tmp_path: Path) -> None:
+    snap = json.loads((DATA / "snapshots" / "h100-match.json").read_text())
+    snap["packages"]["torch"] = "2.5.1+cpu"
+    snap["torch"] = {"version": "2.5.1+cpu", "cuda": None, "cudnn": None, "nccl": None,
+                     "arch_list": [], "source": "files"}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(snap))
+    data = json.loads(run_cli("verify", "--lock", LOCK, "--snapshot", str(path), "--json").out)
+    found = {f["id"]: f for f in data["findings"]}
+    assert found["gpu-no-kernels"]["detail"].startswith("the installed torch is a CPU-only build")
+    assert "package-version" in found and "cpu-only-torch-on-gpu-host" in found
+
+
 def test_locked_environment_variables(tmp_path: Path) -> None:
     snap = json.loads((DATA / "snapshots" / "h100-match.json").read_text())
     path = tmp_path / "s.json"
