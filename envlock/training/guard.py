@@ -95,7 +95,13 @@ def epoch(loader: Any, epoch: int, *, strict: bool = False,
           quiet: bool = False) -> List[Finding]:
     """Call at the start of every epoch, after ``sampler.set_epoch(epoch)``: a shuffling
     sampler that yields the same order as in the previous epoch is reported (once per
-    loader). Local to the rank: no collective."""
+    loader). Local to the rank: no collective. Without a process group of two or more
+    ranks it does nothing: a repeated order only matters when a distributed sampler is
+    meant to reshuffle its shards."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return []
     fp, shuffles = _fingerprint(loader)
     try:
         store: MutableMapping[Any, Tuple[int, Any, bool]] = _EPOCHS
