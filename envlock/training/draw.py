@@ -1,11 +1,13 @@
 """Drawing a rank's first sample indices from its loader, without touching the dataset.
 
 Behaviour, not class names: whatever the loader's batch sampler (or sampler, or the object
-itself) yields is what the rank will train on, so that is what is drawn. Two shortcuts keep
+itself) yields is what the rank will train on, so that is what is drawn. Three shortcuts keep
 this cheap and exact:
 
 * torch's ``BatchSampler`` (when its ``__iter__`` is not overridden) yields its sampler's
   order in batches, so the sampler underneath is drawn instead;
+* torch's ``RandomSampler`` without replacement permutes the whole dataset on every rank
+  (not sharded by construction); only its length is taken;
 * torch's ``DistributedSampler`` (``__iter__`` not overridden) is fully described by its
   attributes (replicas, rank, seed, epoch, length), so it is summarised, not iterated: its
   ``__iter__`` computes a permutation of the whole dataset (0.5-1.5 s for 10 million samples
@@ -99,6 +101,15 @@ def _generators(obj: Any, depth: int = 3) -> List[Any]:
     return out
 
 
+def _is_plain_random(obj: Any) -> bool:
+    from torch.utils.data import RandomSampler
+
+    if not (isinstance(obj, RandomSampler) and type(obj).__iter__ is RandomSampler.__iter__):
+        return False
+    n = _len(obj.data_source)
+    return not obj.replacement and n is not None and obj.num_samples >= n
+
+
 def draw(source: Any, limit: int = LIMIT) -> Draw:
     """Up to ``limit`` indices this rank's loader yields first (or a summary of them)."""
     import torch
@@ -113,6 +124,11 @@ def draw(source: Any, limit: int = LIMIT) -> Draw:
                    "n": _len(obj.dataset)}
         return Draw("distributed", epoch_len=_len(obj), dataset_len=dataset_len,
                     summary=summary, shuffles=bool(obj.shuffle), source=how)
+    if _is_plain_random(obj):
+        # not sharded by construction: each epoch is num_samples draws over the whole
+        # dataset; its __iter__ would permute (and list) the whole dataset to say so
+        return Draw("indices", (), _len(obj), dataset_len, shuffles=True,
+                    source=how + " (a RandomSampler, not drawn)")
     gens = _generators(obj) + _generators(source)
     saved_gens = [(g, g.get_state()) for g in gens]
     saved_torch = torch.get_rng_state()

@@ -86,7 +86,7 @@ def _fingerprint(loader: Any) -> Tuple[Any, Optional[bool]]:
     if d.kind == "distributed":
         s = d.summary
         return ("distributed", s["seed"], s["epoch"]), d.shuffles
-    if d.kind == "indices":
+    if d.kind == "indices" and d.indices:
         return d.indices, d.shuffles
     return None, None
 

@@ -68,8 +68,10 @@ def test_unsharded_loaders_are_reported(results, name) -> None:
 
 
 def test_overlap_is_named(results) -> None:
-    assert results[0]["plain-shuffle"]["titles"] == \
+    assert results[0]["plain-sequential"]["titles"] == \
         ["every rank sees the same samples (overlap 100%)"]
+    assert results[0]["plain-shuffle"]["titles"] == \
+        ["every rank iterates the whole dataset (10000 samples per epoch of 10000)"]
     assert results[0]["plain-seed-per-rank"]["titles"] == \
         ["every rank iterates the whole dataset (200000 samples per epoch of 200000)"]
 
