@@ -87,8 +87,9 @@ def judge_sharding(draws: Sequence[Draw]) -> List[Finding]:
     total = sum(len(set(d.indices)) for d in draws)
     per_rank = [sum(1 for i in set(d.indices) if seen[i] > 1) for d in draws]
     shared = sum(per_rank)
+    repeated = sum(1 for n in seen.values() if n > 1)
     # DistributedSampler pads a short last round with repeats: at most world-1 indices
-    if total and shared / total >= OVERLAP and shared >= world:
+    if total and shared / total >= OVERLAP and repeated > world - 1:
         pct = round(100 * shared / total)
         ranks = [r for r, n in enumerate(per_rank) if n]
         who = "every rank sees" if len(ranks) == world else f"ranks {_ranks(ranks)} see"

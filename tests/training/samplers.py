@@ -8,9 +8,10 @@ Written for these tests in our own words (the packages are not dependencies):
   with ``split_batches=True`` it cuts every batch into ``num_processes`` slices and yields
   slice ``process_index``.
 * :class:`CoquiStyleWrapper` follows coqui-ai/TTS's ``DistributedSamplerWrapper``
-  (TTS/utils/samplers.py, taken from Catalyst): a ``DistributedSampler`` subclass over the
-  *positions* of an inner sampler's order; ``__iter__`` materialises the inner order and
-  keeps the positions ``DistributedSampler`` gives this rank.
+  (TTS/utils/samplers.py): a ``DistributedSampler`` subclass whose "dataset" is the inner
+  sampler; ``__iter__`` lists the inner sampler's order (the same on every rank), pads it to
+  ``total_size`` and keeps the contiguous block ``[num_samples * rank, + num_samples)``;
+  ``set_epoch`` passes the epoch on to the inner sampler.
 """
 
 from __future__ import annotations
@@ -43,39 +44,37 @@ class AccelerateStyleShard:
                 yield batch
 
 
-class _Positions:
-    """The inner sampler's order as a sized, indexable 'dataset' of indices."""
-
-    def __init__(self, sampler: Sampler) -> None:
-        self.order = list(sampler)
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-    def __getitem__(self, i: int) -> int:
-        return self.order[i]
-
-
 class CoquiStyleWrapper(DistributedSampler):
     def __init__(self, sampler: Sampler, num_replicas=None, rank=None,
-                 shuffle: bool = True) -> None:
-        super().__init__(_Positions(sampler), num_replicas=num_replicas, rank=rank,
-                         shuffle=shuffle)
-        self.sampler = sampler
+                 shuffle: bool = True, seed: int = 0) -> None:
+        super().__init__(sampler, num_replicas=num_replicas, rank=rank, shuffle=shuffle,
+                         seed=seed)
 
     def __iter__(self) -> Iterator[int]:
-        self.dataset = _Positions(self.sampler)
-        return iter([self.dataset[i] for i in super().__iter__()])
+        order = list(self.dataset)[:self.total_size]
+        order += order[:self.total_size - len(order)]
+        start = self.num_samples * self.rank
+        return iter(order[start:start + self.num_samples])
+
+    def set_epoch(self, epoch: int) -> None:
+        super().set_epoch(epoch)
+        if hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(epoch)
 
 
 class LengthBucketSampler(Sampler):
     """A coqui-like custom sampler: indices grouped by a (fake) length, shuffled inside
-    buckets with a fixed seed -- the same order on every rank, so unsharded it repeats."""
+    buckets with a seed (plus the epoch, once ``set_epoch`` is called) -- the same order on
+    every rank, so unsharded every rank sees every sample."""
 
     def __init__(self, data: Sized, seed: int = 0, bucket: int = 16) -> None:
         self.n = len(data)
         self.seed = seed
+        self.epoch = 0
         self.bucket = bucket
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
 
     def __len__(self) -> int:
         return self.n
@@ -83,7 +82,7 @@ class LengthBucketSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         import random
 
-        rng = random.Random(self.seed)
+        rng = random.Random(self.seed + self.epoch)
         order = list(range(self.n))
         for start in range(0, self.n, self.bucket):
             part = order[start:start + self.bucket]

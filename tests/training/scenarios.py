@@ -44,6 +44,18 @@ run("distributed-padded", DataLoader(list(range(10)), sampler=DistributedSampler
     list(range(10)), shuffle=False)))
 run("distributed-one-replica", DataLoader(ds, sampler=DistributedSampler(
     ds, num_replicas=1, rank=0)))
+
+
+class Overridden(DistributedSampler):
+    """Same behaviour, overridden __iter__: drawn instead of summarised; same verdicts."""
+
+    def __iter__(self):
+        return iter(list(super().__iter__()))
+
+
+run("distributed-drawn", DataLoader(ds, batch_size=8, sampler=Overridden(ds)))
+run("distributed-drawn-one-replica", DataLoader(ds, sampler=Overridden(
+    ds, num_replicas=1, rank=0)))
 inner = BatchSampler(SequentialSampler(ds), batch_size=8, drop_last=False)
 run("accelerate", DataLoader(ds, batch_sampler=AccelerateStyleShard(inner, world, rank)))
 run("accelerate-split", DataLoader(ds, batch_sampler=AccelerateStyleShard(

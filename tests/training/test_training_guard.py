@@ -20,20 +20,22 @@ LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RA
                "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
 
 
-def _env() -> Dict[str, str]:
+def _env(gpu: bool = False) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE)] +
                                         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env["CUDA_VISIBLE_DEVICES"] = ""  # these are the CPU/gloo cases
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # these are the CPU/gloo cases
     return env
 
 
-def _run(args: List[str], nproc: Optional[int], cwd: Path) -> "subprocess.CompletedProcess[str]":
+def _run(args: List[str], nproc: Optional[int], cwd: Path,
+         gpu: bool = False) -> "subprocess.CompletedProcess[str]":
     # --standalone: torchrun picks a free port for its own rendezvous (never a fixed one)
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone",
               "--nproc-per-node", str(nproc), "--monitor-interval", "0.1"] if nproc else \
         [sys.executable]
-    return subprocess.run(launch + args, cwd=str(cwd), env=_env(), capture_output=True,
+    return subprocess.run(launch + args, cwd=str(cwd), env=_env(gpu), capture_output=True,
                           text=True, timeout=300, check=False)
 
 
@@ -60,7 +62,7 @@ SHARDING = "training-data-sharding"
 @pytest.mark.parametrize("name", ["plain-shuffle", "plain-sequential", "plain-seed-per-rank",
                                   "distributed-one-replica", "accelerate-unsharded",
                                   "accelerate-bare-object", "coqui-unwrapped",
-                                  "coqui-one-replica"])
+                                  "coqui-one-replica", "distributed-drawn-one-replica"])
 def test_unsharded_loaders_are_reported(results, name) -> None:
     assert _ids(results, name) == [SHARDING]
     fixes = results[0][name]["fixes"][0]
@@ -76,7 +78,8 @@ def test_overlap_is_named(results) -> None:
         ["every rank iterates the whole dataset (200000 samples per epoch of 200000)"]
 
 
-@pytest.mark.parametrize("name", ["distributed", "distributed-padded", "accelerate",
+@pytest.mark.parametrize("name", ["distributed", "distributed-padded", "distributed-drawn",
+                                  "accelerate",
                                   "accelerate-split", "coqui", "model-ddp"])
 def test_sharded_loaders_are_silent(results, name) -> None:
     assert _ids(results, name) == []
@@ -132,3 +135,25 @@ def test_corrected_training_run_is_silent(tmp_path) -> None:
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.count("trained") == 2
     assert "envlock" not in p.stderr and "envlock" not in p.stdout
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(_gpus() < 1, reason="device binding needs a GPU")
+def test_two_ranks_on_one_gpu_are_reported(tmp_path) -> None:
+    p = _run([str(HERE / "gpu_binding.py"), "share"], 2, tmp_path, gpu=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["ids"] == ["training-device-binding"]
+    assert got["titles"][0].startswith("ranks 0, 1 share cuda:0")
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="one GPU per rank needs two GPUs")
+def test_ranks_bound_to_their_gpus_are_silent(tmp_path) -> None:
+    p = _run([str(HERE / "gpu_binding.py"), "bound"], 2, tmp_path, gpu=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1])["ids"] == []
