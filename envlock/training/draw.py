@@ -59,7 +59,7 @@ class Draw:
 
 def _len(obj: Any) -> Optional[int]:
     try:
-        return int(len(obj))
+        return len(obj)
     except Exception:  # noqa: BLE001 - no length is an unknown, not an error
         return None
 

@@ -103,7 +103,7 @@ def _binding(facts: Sequence[Mapping[str, Any]]) -> List[Finding]:
     fix = ("torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before init_process_group "
            "and before moving the model",)
     if shared:
-        (host, dev), ranks = sorted(shared.items(), key=lambda kv: kv[1])[0]
+        (host, dev), ranks = min(shared.items(), key=lambda kv: kv[1])
         out.append(Finding(
             "training-device-binding", "error", "training",
             f"ranks {', '.join(map(str, ranks))} share cuda:{dev} on {host}",

@@ -9,10 +9,10 @@ import sys
 
 import torch
 import torch.distributed as dist
+from samplers import AccelerateStyleShard, CoquiStyleWrapper, LengthBucketSampler
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, SequentialSampler
 
 import envlock.training as guard
-from samplers import AccelerateStyleShard, CoquiStyleWrapper, LengthBucketSampler
 
 out = {}
 

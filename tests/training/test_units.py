@@ -56,9 +56,9 @@ def test_padding_repeats_are_not_overlap() -> None:
 
 
 def test_half_overlap_names_the_ranks() -> None:
-    draws = [Draw("indices", tuple(range(0, 32)), 32, 1000),
+    draws = [Draw("indices", tuple(range(32)), 32, 1000),
              Draw("indices", tuple(range(32, 64)), 32, 1000),
-             Draw("indices", tuple(range(0, 32)), 32, 1000)]
+             Draw("indices", tuple(range(32)), 32, 1000)]
     assert [f.title for f in judge_sharding(draws)] == \
         ["ranks 0, 2 see the same samples (overlap 67%)"]
 

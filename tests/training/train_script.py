@@ -12,10 +12,10 @@ import sys
 
 import torch
 import torch.distributed as dist
+from samplers import CoquiStyleWrapper, LengthBucketSampler
 from torch.utils.data import DataLoader, TensorDataset
 
 import envlock.training as guard
-from samplers import CoquiStyleWrapper, LengthBucketSampler
 
 mode = sys.argv[1]
 dist.init_process_group("gloo")
