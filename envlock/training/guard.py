@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any, Dict, List, MutableMapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, MutableMapping, Optional, Tuple
 
 from envlock.checks.finding import Finding, sort_findings
 from envlock.training.draw import Draw, draw, resolve
@@ -34,7 +34,7 @@ def _group() -> Any:
 
     if str(dist.get_backend()) == "gloo":
         return None
-    key = (id(dist.distributed_c10d._get_default_group()), dist.get_world_size())
+    key = (id(dist.group.WORLD), dist.get_world_size())
     if key not in _GLOO:
         _GLOO[key] = dist.new_group(backend="gloo")
     return _GLOO[key]
@@ -60,19 +60,44 @@ def check(loader: Any = None, model: Any = None, *, strict: bool = False,
     """
     import torch.distributed as dist
 
-    mfacts = model_facts(model)
+    failed: Dict[str, str] = {}
+    mfacts = _safely("model", lambda: model_facts(model), {"present": False}, failed)
     facts = local_facts(mfacts.get("device"))
     if not facts["pg"]:
-        return _finish(judge_alone(facts), strict, quiet)
-    mine = {"world": facts, "model": mfacts,
-            "draw": draw(loader).to_payload() if loader is not None else None}
+        return _finish(judge_alone(facts) + _failures([failed]), strict, quiet)
+    payload = _safely("sampler", lambda: draw(loader).to_payload() if loader is not None
+                      else None, None, failed)
+    mine = {"world": facts, "model": mfacts, "draw": payload, "failed": failed}
+    # every rank reaches this collective, whatever went wrong above: no rank may hang
     gathered: List[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, mine, group=_group())
     found = judge_world([g["world"] for g in gathered])
     if all(g["draw"] is not None for g in gathered):
         found += judge_sharding([Draw.from_payload(g["draw"]) for g in gathered])
-    found += judge_model([g["model"] for g in gathered])
-    return _finish(found, strict, quiet)
+    if all(g["model"].get("present") for g in gathered):
+        found += judge_model([g["model"] for g in gathered])
+    return _finish(found + _failures([g["failed"] for g in gathered]), strict, quiet)
+
+
+def _safely(what: str, fn: Callable[[], Any], default: Any, failed: Dict[str, str]) -> Any:
+    """A check that fails on one rank becomes an unknown, never an exception before the
+    collective (the other ranks would wait in it forever)."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001
+        failed[what] = f"{type(exc).__name__}: {exc}"
+        return default
+
+
+def _failures(per_rank: List[Dict[str, str]]) -> List[Finding]:
+    out = []
+    for what in sorted({w for f in per_rank for w in f}):
+        ranks = [r for r, f in enumerate(per_rank) if what in f]
+        first = per_rank[ranks[0]][what]
+        out.append(Finding("training-unknown", "info", "training",
+                           f"the {what} could not be inspected on {len(ranks)} rank(s)",
+                           first[:300], subject=what))
+    return out
 
 
 #: per loader: (epoch, order fingerprint) of the last call, and whether it was reported

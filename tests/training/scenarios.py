@@ -91,6 +91,19 @@ run("model-unwrapped-differs", loader, torch.nn.Linear(4, 2))
 torch.manual_seed(rank)
 run("model-ddp", loader, torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2)))
 
+
+
+class Broken(torch.nn.Linear):
+    """A model that cannot be inspected on rank 1: an unknown there, and no rank hangs."""
+
+    def named_parameters(self, *args, **kwargs):
+        if rank == 1:
+            raise RuntimeError("not today")
+        return super().named_parameters(*args, **kwargs)
+
+
+run("model-broken", loader, Broken(4, 2))
+
 try:
     torch.manual_seed(0)
     guard.check(DataLoader(ds, batch_size=8, shuffle=True), strict=True, quiet=True)

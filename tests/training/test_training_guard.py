@@ -106,6 +106,12 @@ def test_unwrapped_model_is_reported(results) -> None:
         ["training-model-params", "training-model-unwrapped"]
 
 
+def test_a_rank_that_cannot_inspect_reports_unknown(results) -> None:
+    assert _ids(results, "model-broken") == ["training-unknown"]
+    assert results[0]["model-broken"]["titles"] == \
+        ["the model could not be inspected on 1 rank(s)"]
+
+
 def test_strict_raises_with_the_findings(results) -> None:
     assert all(r["strict"] == [SHARDING] for r in results.values())
 
