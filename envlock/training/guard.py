@@ -36,6 +36,7 @@ def _group() -> Any:
         return None
     key = (id(dist.group.WORLD), dist.get_world_size())
     if key not in _GLOO:
+        # a collective itself: every rank creates it, in the same call of check()
         _GLOO[key] = dist.new_group(backend="gloo")
     return _GLOO[key]
 

@@ -39,13 +39,16 @@ def local_facts(model_device: Optional[str] = None) -> Dict[str, Any]:
         facts.update(pg=True, pg_world=dist.get_world_size(), pg_rank=dist.get_rank(),
                      backend=str(dist.get_backend()))
     # device_count does not create a CUDA context; is_available is False on CPU builds
-    if torch.cuda.is_available():
-        facts["cuda"] = True
-        facts["gpus"] = torch.cuda.device_count()
-        if model_device and model_device.startswith("cuda:"):
-            facts["device"] = int(model_device.split(":")[1])
-        elif torch.cuda.is_initialized() or facts["local_rank"] is not None:
-            facts["device"] = torch.cuda.current_device()
+    try:
+        if torch.cuda.is_available():
+            facts["cuda"] = True
+            facts["gpus"] = torch.cuda.device_count()
+            if model_device and model_device.startswith("cuda:"):
+                facts["device"] = int(model_device.split(":")[1])
+            elif torch.cuda.is_initialized() or facts["local_rank"] is not None:
+                facts["device"] = torch.cuda.current_device()
+    except Exception:  # noqa: BLE001 - a broken CUDA is verify's subject; binding stays unknown
+        facts["device"] = None
     return facts
 
 
