@@ -20,6 +20,7 @@ Python's ``random``, and any ``torch.Generator`` the sampler holds) are restored
 
 from __future__ import annotations
 
+import operator
 import random
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -144,11 +145,14 @@ def draw(source: Any, limit: int = LIMIT) -> Draw:
             else:
                 values = [item.item() if torch.is_tensor(item) else item]
             for v in values:
-                if isinstance(v, bool) or not isinstance(v, int):
+                try:  # ints, numpy and torch integer scalars; not bools, None or keys
+                    if isinstance(v, bool):
+                        raise TypeError
+                    indices.append(operator.index(v))
+                except TypeError:
                     return Draw("unknown", dataset_len=dataset_len, source=how,
                                 reason=f"{how} yields {type(v).__name__} values, not sample "
                                        "indices (an IterableDataset shards itself)")
-                indices.append(v)
             if len(indices) >= limit:
                 break
     except Exception as exc:  # noqa: BLE001 - a sampler we cannot draw is an unknown

@@ -94,3 +94,15 @@ def test_drawing_leaves_random_state_alone() -> None:
     assert torch.equal(before[0], torch.get_rng_state())
     assert torch.equal(before[1], g.get_state())
     assert before[2] == random.getstate()
+
+
+def test_numpy_and_tensor_indices_are_drawn_and_other_values_are_unknown() -> None:
+    import torch
+
+    from envlock.training.draw import draw
+
+    np = __import__("pytest").importorskip("numpy")
+    assert draw(np.arange(5)).indices == (0, 1, 2, 3, 4)
+    assert draw([torch.tensor([3, 4]), torch.tensor([5])]).indices == (3, 4, 5)
+    assert draw([None, None]).kind == "unknown"
+    assert draw([True, False]).kind == "unknown"
