@@ -91,6 +91,15 @@ run("model-unwrapped-differs", loader, torch.nn.Linear(4, 2))
 torch.manual_seed(rank)
 run("model-ddp", loader, torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2)))
 
+torch.manual_seed(rank)  # FSDP shards differ by design: no parameter digests compared
+fsdp_model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+try:
+    from torch.distributed.fsdp import fully_shard
+except ImportError:  # torch before 2.6: FSDP2 not public
+    out["model-fsdp"] = None
+else:
+    fully_shard(fsdp_model)
+    run("model-fsdp", loader, fsdp_model)
 
 
 class Broken(torch.nn.Linear):

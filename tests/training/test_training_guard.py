@@ -80,8 +80,10 @@ def test_overlap_is_named(results) -> None:
 
 @pytest.mark.parametrize("name", ["distributed", "distributed-padded", "distributed-drawn",
                                   "accelerate",
-                                  "accelerate-split", "coqui", "model-ddp"])
+                                  "accelerate-split", "coqui", "model-ddp", "model-fsdp"])
 def test_sharded_loaders_are_silent(results, name) -> None:
+    if results[0][name] is None:
+        pytest.skip("this torch has no torch.distributed.fsdp.fully_shard")
     assert _ids(results, name) == []
 
 
