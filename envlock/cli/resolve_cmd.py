@@ -25,7 +25,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                     "resolve the full closure into a pinned, hashed lock.",
         epilog="Preference: newest torch allowed, then newest CUDA line the driver runs, "
                "then fewest advisory overrides. Exit codes: 0 ok, 1 stale lock (--check), "
-               "2 usage/input error, 3 no build fits, 4 index error.")
+               "2 usage/input error, 3 no build fits, 4 index error, 6 requirements conflict, "
+               "7 sdist build failed or forbidden (--no-build).")
     p.add_argument("requirements", nargs="*", metavar="REQ",
                    help="more requirements to lock with torch (e.g. transformers torchvision)")
     p.add_argument("--gpu", action="append", default=[], metavar="NAME",
@@ -62,6 +63,14 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="revalidate every cached index page (default: reuse pages younger "
                         "than $ENVLOCK_INDEX_TTL seconds, 600, when the index sends no "
                         "caching headers)")
+    p.add_argument("--prerelease", default="if-necessary",
+                   choices=["if-necessary", "allow", "disallow", "explicit"],
+                   help="pre-release versions (uv's modes): if-necessary (default) only when "
+                        "no stable version satisfies, e.g. nltk==3.9b1; allow; disallow; "
+                        "explicit: only for requirements that name a pre-release")
+    p.add_argument("--no-build", action="store_true",
+                   help="never run an sdist's build backend to read its dependencies: an "
+                        "sdist that needs it is an error (exit 7)")
     p.add_argument("-o", "--output", default=DEFAULT_LOCK, metavar="FILE",
                    help=f"lock file to write (default {DEFAULT_LOCK}; '-' for stdout)")
     p.add_argument("--dry-run", action="store_true", help="resolve but do not write the lock")
@@ -122,7 +131,7 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         requirement_files=digests, offline=args.offline,
         indexes=tuple(redact(u) for u in config.indexes),
         pytorch_index=args.pytorch_index_url.rstrip("/"), env=_parse_env(args.env),
-        together=args.together)
+        together=args.together, prerelease=args.prerelease)
 
 
 def _index_config(args: argparse.Namespace) -> Any:
@@ -154,7 +163,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
 
     client = IndexClient(config, cache_dir=cache_dir(), offline=args.offline,
                          on_request=progress.request if progress else None,
-                         refresh=args.refresh)
+                         refresh=args.refresh, no_build=args.no_build)
     try:
         lock = resolve(request, matrix, config, client=client, command=command.strip(),
                        on_event=progress.event if progress else None)

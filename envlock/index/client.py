@@ -5,6 +5,9 @@
   wheel, else (servers without ranges) by downloading it; an sdist's PKG-INFO by download;
 * every result cached on disk: pages through HTTP validation, metadata by file hash
   (content-addressed, so it never goes stale);
+* an sdist's metadata from its PKG-INFO only when that is reliable (Metadata-Version >= 2.2,
+  Requires-Dist not dynamic, PEP 643); otherwise built by its PEP 517 backend
+  (:mod:`envlock.index.sdist_build`) and cached by the sdist's sha256;
 * bounded concurrency for prefetching, used by the resolver to overlap network waits.
 """
 
@@ -14,7 +17,6 @@ import hashlib
 import io
 import json
 import os
-import tarfile
 import threading
 import zipfile
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,8 +49,10 @@ class IndexClient:
     def __init__(self, config: IndexConfig, *, cache_dir: Optional[Path] = None,
                  offline: bool = False, max_workers: Optional[int] = None,
                  on_request: Optional[Callable[[str], None]] = None,
-                 refresh: bool = False) -> None:
+                 refresh: bool = False, no_build: bool = False) -> None:
         self.config = config
+        #: ``--no-build``: an sdist whose metadata must be built is an error instead
+        self.no_build = no_build
         self.cache_dir = cache_dir
         self.offline = offline
         self.transport = Transport(config, cache_dir, offline=offline, on_request=on_request,
@@ -60,6 +64,8 @@ class IndexClient:
         self._lock = threading.Lock()
         self._pages: Dict[Tuple[str, str], "Future[Optional[ProjectPage]]"] = {}
         self._meta: Dict[str, "Future[Metadata]"] = {}
+        # builds are CPU- and disk-heavy: one at a time
+        self._build_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "IndexClient":
@@ -187,6 +193,8 @@ class IndexClient:
         return self.cache_dir / "metadata" / ident[:2] / f"{ident}.metadata"
 
     def _fetch_metadata(self, dist: Dist) -> Metadata:
+        if not dist.is_wheel:
+            return self._sdist_metadata(dist)
         path = self._meta_path(dist)
         if path is not None and dist.sha256:
             try:
@@ -230,8 +238,70 @@ class IndexClient:
                         if name.count("/") == 1 and name.endswith(".dist-info/METADATA"):
                             return zf.read(name)
                 raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
+        raise IndexError_(f"{dist.filename}: not a wheel")
+
+    # -- sdists ----------------------------------------------------------------------------
+    def _built_path(self, sha256: str) -> Optional[Path]:
+        if self.cache_dir is None:
+            return None
+        return self.cache_dir / "built-metadata" / sha256[:2] / f"{sha256}.metadata"
+
+    def _sdist_metadata(self, dist: Dist) -> Metadata:
+        """PKG-INFO when it is reliable, else the metadata its build backend produces."""
+        from envlock.index.sdist_build import (
+            BuildSettings,
+            build_metadata,
+            needs_build,
+            pkg_info,
+        )
+
+        path = self._meta_path(dist)
+        if dist.sha256:
+            for p in (path, self._built_path(dist.sha256)):
+                if p is None:
+                    continue
+                try:
+                    blob = p.read_bytes()
+                except OSError:
+                    continue
+                if p != path or not needs_build(blob):
+                    return parse_metadata(blob)
+        if self.offline:
+            raise OfflineError(f"metadata of {dist.filename} is not in the cache and "
+                               f"--offline forbids the network")
+        if dist.metadata is not None:
+            blob = self._metadata_bytes(dist)  # PEP 658 file, hash-checked
+            if not needs_build(blob):
+                self._store(path, blob)
+                return parse_metadata(blob)
         data = self.download(dist)
-        return _sdist_pkg_info(data, dist.filename)
+        sha = dist.sha256 or hashlib.sha256(data).hexdigest()
+        blob_or_none = pkg_info(data, dist.filename)
+        if blob_or_none is not None and not needs_build(blob_or_none):
+            self._store(path, blob_or_none)
+            return parse_metadata(blob_or_none)
+        built_path = self._built_path(sha)
+        if built_path is not None and built_path.exists():
+            return parse_metadata(built_path.read_bytes())
+        settings = BuildSettings(index_url=self.config.index_url,
+                                 extra_index_urls=tuple(self.config.extra_index_urls),
+                                 find_links=tuple(self.config.find_links))
+        with self._build_lock:
+            built = build_metadata(data, dist.filename, dist.name, settings,
+                                   no_build=self.no_build)
+        self._store(built_path, built)
+        return parse_metadata(built)
+
+    def _store(self, path: Optional[Path], blob: bytes) -> None:
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(blob)
+            os.replace(tmp, path)
+        except OSError:
+            pass
 
     # -- whole files and ranges ----------------------------------------------------------
     def remote_zip(self, dist: Dist) -> RemoteZip:
@@ -286,22 +356,3 @@ def _run_into(fut: Future, fn: Callable[..., object], *args: object) -> None:
         fut.set_result(fn(*args))
     except BaseException as exc:  # noqa: BLE001 - delivered to the waiter
         fut.set_exception(exc)
-
-
-def _sdist_pkg_info(data: bytes, filename: str) -> bytes:
-    try:
-        if filename.endswith(".zip"):
-            with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                for name in zf.namelist():
-                    if name.count("/") == 1 and name.endswith("/PKG-INFO"):
-                        return zf.read(name)
-        else:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
-                for member in tf.getmembers():
-                    if member.name.count("/") == 1 and member.name.endswith("/PKG-INFO"):
-                        f = tf.extractfile(member)
-                        if f is not None:
-                            return f.read()
-    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
-        raise IndexError_(f"{filename}: unreadable sdist ({exc})") from None
-    raise IndexError_(f"{filename}: sdist without PKG-INFO")

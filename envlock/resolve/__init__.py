@@ -17,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envlock import __version__
-from envlock.errors import OfflineError
+from envlock.errors import ConflictError, NoCandidateError, OfflineError
 from envlock.families import library_of_package
 from envlock.index.config import IndexConfig, redact
 from envlock.lock.model import (
@@ -31,9 +31,10 @@ from envlock.lock.model import (
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import TorchVariant
 from envlock.platforms import Target
-from envlock.resolve.hardware import advisories_for, choose_variant
+from envlock.resolve.hardware import Choice, advisories_for, choose_variant
 from envlock.resolve.sources import SourcePolicy
 from envlock.resolve.target import ResolveRequest, TargetSpec
+from envlock.versions import V
 
 if TYPE_CHECKING:
     from envlock.index.client import IndexClient
@@ -102,16 +103,60 @@ def _wanted_versions(matrix: Matrix, variant: TorchVariant,
     return allowed
 
 
+def _torch_from_requirements(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
+                             client: "IndexClient", target: Target
+                             ) -> Tuple[SpecifierSet, List[str]]:
+    """The torch specifier narrowed by what the requirements' metadata says of torch."""
+    if not request.requirements:
+        return request.torch, []
+    from envlock.resolve.closure import Finder
+    from envlock.resolve.torch_needs import narrowed_spec, torch_needs
+
+    finder = Finder(client, SourcePolicy(config, config.index_url), target,
+                    prerelease=request.prerelease,
+                    explicit_prereleases=_explicit(request.requirements))
+    needs = torch_needs(finder, request.requirements, target.markers)
+    return narrowed_spec(matrix, request.torch, needs)
+
+
+def _choose(matrix: Matrix, spec: TargetSpec, request: ResolveRequest,
+            torch_spec: SpecifierSet, narrowed_by: List[str]) -> Choice:
+    """The hardware choice among the builds the requirements allow. When they allow none
+    that the hardware runs, the error names both; when they contradict ``--torch`` (or
+    each other) outright, that is a requirements conflict, not a hardware one."""
+    if not narrowed_by:
+        return choose_variant(matrix, spec, request.torch, request.cuda)
+    if not any(torch_spec.contains(V(r), prereleases=True) for r in matrix.torch_releases):
+        asked = f"torch{request.torch} (requested); " if str(request.torch) else ""
+        raise ConflictError(f"the requirements' torch constraints cannot all hold: {asked}"
+                            + "; ".join(narrowed_by))
+    try:
+        return choose_variant(matrix, spec, torch_spec, request.cuda)
+    except NoCandidateError as exc:
+        raise NoCandidateError(f"no torch build fits both the requirements "
+                               f"({'; '.join(narrowed_by)}) and the hardware: {exc.message}",
+                               hint=exc.hint) from None
+
+
+def _explicit(requirements: Sequence[Requirement]) -> List[str]:
+    from envlock.resolve.closure import opts_into_prereleases
+
+    return [r.name for r in requirements if opts_into_prereleases(r.specifier)]
+
+
 def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                     client: "IndexClient", spec: TargetSpec,
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
-    choice = choose_variant(matrix, spec, request.torch, request.cuda)
+    target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
+    torch_spec, narrowed_by = _torch_from_requirements(request, matrix, config, client, target)
+    choice = _choose(matrix, spec, request, torch_spec, narrowed_by)
     v = choice.variant
     tindex = torch_index_url(v, config, request.pytorch_index)
     if on_event:
         on_event(f"{spec.name}: torch {v.version_string} ({v.tag}) from {redact(tindex)}")
-    target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
     decision = list(choice.decision)
+    if narrowed_by:
+        decision.insert(1, "torch narrowed by the requirements: " + "; ".join(narrowed_by))
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
     closure = "full"
@@ -119,7 +164,8 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         if request.offline and not client.is_cached(tindex, "torch"):
             raise OfflineError(f"the index page of torch on {redact(tindex)} is not cached")
         packages, resolved_versions = _closure(request, matrix, client, config, target, v,
-                                               tindex, overrides, on_event)
+                                               tindex, overrides, on_event,
+                                               _override_origins(advisories))
         # Re-judge advisories on the real pins (the index may pin what the matrix did not).
         libs = libraries_of(resolved_versions, dict(v.libraries))
         extra = [(aid, act) for aid, act in advisories_for(matrix, spec, v, resolved_versions,
@@ -137,7 +183,8 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
             decision.append("re-resolved with overrides after reading the index's pins: "
                             + ", ".join(aid for aid, _ in extra))
             packages, resolved_versions = _closure(request, matrix, client, config, target,
-                                                   v, tindex, overrides, on_event)
+                                                   v, tindex, overrides, on_event,
+                                                   _override_origins(advisories))
     except OfflineError as exc:
         if not request.offline:
             raise
@@ -177,14 +224,24 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
 def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
              config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
              overrides: Dict[str, Requirement],
-             on_event: Optional[Callable[[str], None]]) -> Tuple[List[LockedPackage],
-                                                                 Dict[str, str]]:
-    from envlock.resolve.closure import Finder, Req, reqs_from, resolve_closure
+             on_event: Optional[Callable[[str], None]],
+             why: Optional[Dict[str, str]] = None) -> Tuple[List[LockedPackage],
+                                                            Dict[str, str]]:
+    from envlock.resolve.closure import (
+        Finder,
+        Req,
+        apply_overrides_to_direct,
+        reqs_from,
+        resolve_closure,
+    )
 
     policy = SourcePolicy(config, tindex)
-    finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements))
+    finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements),
+                    prerelease=request.prerelease,
+                    explicit_prereleases=_explicit(request.requirements))
     reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
-    reqs += reqs_from(request.requirements, target.markers)
+    reqs += apply_overrides_to_direct(reqs_from(request.requirements, target.markers),
+                                      overrides, why or {})
     # The matrix already knows torch's Requires-Dist: start fetching those pages and
     # metadata now, in parallel with torch's own (often slow, range-read) metadata.
     finder.prefetch(reqs[0])  # the critical path first: torch's page and metadata
@@ -208,6 +265,18 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     if on_event:
         on_event(f"resolved {len(packages)} packages")
     return packages, versions
+
+
+def _override_origins(advisories: Sequence[AppliedAdvisory]) -> Dict[str, str]:
+    """package name -> the advisory whose override pins it (for conflict messages)."""
+    out: Dict[str, str] = {}
+    for a in advisories:
+        for text in a.override:
+            try:
+                out[str(canonicalize_name(Requirement(text).name))] = f"advisory {a.id}"
+            except Exception:  # noqa: BLE001
+                continue
+    return out
 
 
 def _parse_all(texts: Sequence[str]) -> List[Requirement]:

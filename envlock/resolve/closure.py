@@ -34,16 +34,38 @@ from packaging.version import Version
 from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
-from envlock.errors import InputError, NoCandidateError
+from envlock.errors import ConflictError, InputError
 from envlock.index.client import IndexClient
 from envlock.index.config import redact
 from envlock.index.pages import Dist
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 
-__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON"]
+__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "PRERELEASE_MODES",
+           "opts_into_prereleases", "apply_overrides_to_direct"]
 
 PYTHON = "<python>"
+
+#: ``--prerelease`` modes, as uv names them. ``if-necessary`` (the default): stable versions
+#: only, unless no stable version satisfies the constraints, then pre-releases (so
+#: ``nltk==3.9b1`` or ``pkg>=2.0rc1`` with no stable 2.x resolve, as PEP 440 allows);
+#: ``allow``: pre-releases compete with stable ones; ``disallow``: never; ``explicit``:
+#: the if-necessary fallback only for direct requirements whose specifier names a
+#: pre-release, never for anything else.
+PRERELEASE_MODES = ("if-necessary", "allow", "disallow", "explicit")
+
+
+def opts_into_prereleases(spec: SpecifierSet) -> bool:
+    """Whether a specifier names a pre-release (``!=`` excluding one does not count)."""
+    for s in spec:
+        if s.operator == "!=":
+            continue
+        try:
+            if Version(s.version.rstrip(".*").rstrip(".")).is_prerelease:
+                return True
+        except Exception:  # noqa: BLE001 - '===' arbitrary strings
+            continue
+    return False
 
 
 @dataclass(frozen=True)
@@ -92,8 +114,12 @@ class Finder:
     """Candidates per project for one target, with caching and prefetch."""
 
     def __init__(self, client: IndexClient, policy: SourcePolicy, target: Target,
-                 allowed_versions: Optional[Mapping[str, Set[str]]] = None) -> None:
+                 allowed_versions: Optional[Mapping[str, Set[str]]] = None,
+                 prerelease: str = "if-necessary",
+                 explicit_prereleases: Iterable[str] = ()) -> None:
         self.client = client
+        self.prerelease = prerelease
+        self.explicit = {canonicalize_name(n) for n in explicit_prereleases}
         self.policy = policy
         self.target = target
         self.tag_rank: Dict[Tag, int] = {t: i for i, t in enumerate(target.tags)}
@@ -172,23 +198,25 @@ class Finder:
 
     def matching(self, req_spec: SpecifierSet, name: str, block: bool = True,
                  on_pending: Optional[Any] = None) -> Optional[List[Cand]]:
+        """Candidates inside ``req_spec``, best first, under the pre-release mode.
+
+        Yanked files count only for an exact pin (PEP 592).
+        """
         cands = self.candidates(name, block, on_pending)
         if cands is None:
             return None
         exact = any(s.operator in ("==", "===") for s in req_spec)
-        finals = [c for c in cands if not c.version.is_prerelease]
-        pool = finals if finals else cands
-        out = []
-        for c in pool:
-            if not req_spec.contains(c.version, prereleases=True):
-                continue
-            if c.best.yanked is not None and not exact:
-                continue
-            out.append(c)
-        if not out and not exact:
-            out = [c for c in cands if req_spec.contains(c.version, prereleases=True)
-                   and c.best.yanked is None]
-        return out
+        inside = [c for c in cands if (exact or c.best.yanked is None)
+                  and req_spec.contains(c.version, prereleases=True)]
+        mode = self.prerelease
+        if mode == "allow":
+            return inside
+        stable = [c for c in inside if not c.version.is_prerelease]
+        if stable or mode == "disallow":
+            return stable
+        if mode == "explicit" and canonicalize_name(name) not in self.explicit:
+            return []
+        return inside
 
     # -- prefetch ------------------------------------------------------------------------
     def prefetch(self, req: Req) -> None:
@@ -327,6 +355,41 @@ class _Reporter(BaseReporter):
             self.on_pin(candidate)
 
 
+def apply_overrides_to_direct(requirements: Sequence[Req],
+                              overrides: Mapping[str, Requirement],
+                              why: Mapping[str, str]) -> List[Req]:
+    """Overrides replace direct requirements too (as in uv), narrowed by the user's own
+    specifier; a user pin the override excludes is a conflict that names both."""
+    out = []
+    for r in requirements:
+        ov = overrides.get(r.name)
+        if ov is None or r.parent == "hardware choice":
+            out.append(r)
+            continue
+        combined = r.specifier & ov.specifier
+        pins = [s.version for s in ov.specifier if s.operator in ("==", "===")
+                and "*" not in s.version]
+        user_pins = [s.version for s in r.specifier if s.operator in ("==", "===")
+                     and "*" not in s.version]
+        if _excludes(r.specifier, pins) or _excludes(ov.specifier, user_pins):
+            raise ConflictError(
+                f"{r} (requested) conflicts with the advisory override {ov} "
+                f"({why.get(r.name, 'advisory')}): relax the requirement, or choose "
+                f"another torch build with --torch/--cuda")
+        out.append(Req(r.name, combined if str(r.specifier) else ov.specifier, r.extras,
+                       parent=f"{r.parent} (override)"))
+    return out
+
+
+def _excludes(spec: SpecifierSet, pins: Sequence[str]) -> bool:
+    if not pins or not str(spec):
+        return False
+    try:
+        return not spec.contains(Version(pins[0]), prereleases=True)
+    except Exception:  # noqa: BLE001 - an arbitrary '===' string
+        return False
+
+
 def resolve_closure(finder: Finder, requirements: Sequence[Req],
                     overrides: Mapping[str, Requirement],
                     on_pin: Optional[Any] = None) -> Resolved:
@@ -337,9 +400,9 @@ def resolve_closure(finder: Finder, requirements: Sequence[Req],
     try:
         result = resolver.resolve(list(requirements), max_rounds=5000)
     except ResolutionImpossible as exc:
-        raise NoCandidateError(_impossible(exc, finder)) from None
+        raise ConflictError(_impossible(exc, finder)) from None
     except ResolutionTooDeep:
-        raise NoCandidateError("the dependency resolution did not converge (too much "
+        raise ConflictError("the dependency resolution did not converge (too much "
                                "backtracking); pin some of your requirements more tightly")
     out = Resolved()
     for ident, cand in result.mapping.items():

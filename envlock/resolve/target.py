@@ -69,6 +69,8 @@ class ResolveRequest:
     pytorch_index: str = "https://download.pytorch.org/whl"
     env: Mapping[str, str] = field(default_factory=dict)
     together: bool = False
+    #: ``--prerelease`` (uv's modes; see :data:`envlock.resolve.closure.PRERELEASE_MODES`)
+    prerelease: str = "if-necessary"
 
     def inputs(self, matrix_version: str) -> Dict[str, Any]:
         """Everything that determines the lock, for the inputs hash and ``--check``."""
@@ -84,6 +86,8 @@ class ResolveRequest:
             "pytorch-index": self.pytorch_index,
             "env": dict(sorted(self.env.items())),
             "matrix-version": matrix_version,
+            # only when not the default, so locks made before the option stay fresh
+            **({"prerelease": self.prerelease} if self.prerelease != "if-necessary" else {}),
         }
 
     def inputs_hash(self, matrix_version: str) -> str:
