@@ -106,6 +106,7 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
     from envlock.snapshot import load_snapshot
 
     lines, digests = requirement_lines_from_cli(args.requirements, args.requirement)
+    digests = _relative_to_lock(digests, args.output)
     reqs = parse_requirements(lines)
     spec, rest = torch_spec_from(reqs, args.torch)
     if args.from_snapshot:
@@ -132,6 +133,21 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         indexes=tuple(redact(u) for u in config.indexes),
         pytorch_index=args.pytorch_index_url.rstrip("/"), env=_parse_env(args.env),
         together=args.together, prerelease=args.prerelease)
+
+
+def _lock_dir(output: str) -> Path:
+    return Path.cwd() if output == "-" else Path(os.path.abspath(output)).parent
+
+
+def _relative_to_lock(digests: Dict[str, str], output: str) -> Dict[str, str]:
+    """Requirement-file paths as the lock records them: relative to the lock's directory
+    (POSIX separators), so ``--check`` works from any directory."""
+    base = _lock_dir(output)
+    out = {}
+    for path, digest in digests.items():
+        rel = os.path.relpath(os.path.abspath(path), base)
+        out[Path(rel).as_posix()] = digest
+    return out
 
 
 def _index_config(args: argparse.Namespace) -> Any:
@@ -255,7 +271,7 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
     import hashlib
 
     from envlock.lock.io import load_lock
-    from envlock.resolve.target import hash_inputs
+    from envlock.resolve.target import hash_inputs, requirements_digest
 
     path = args.output if args.output != "-" else DEFAULT_LOCK
     lock = load_lock(path)
@@ -269,16 +285,27 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
     else:
         inputs = dict(lock.inputs)
         files = dict(inputs.get("requirement-files") or {})
+        base = _lock_dir(path)
         for f, digest in sorted(files.items()):
-            try:
-                data = Path(f).read_bytes()
-            except OSError:
+            # relative to the lock (older locks: to the directory envlock ran in)
+            where = [base / f] if not Path(f).is_absolute() else [Path(f)]
+            where.append(Path(f))
+            data = None
+            for candidate in where:
+                try:
+                    data = candidate.read_bytes()
+                    break
+                except OSError:
+                    continue
+            if data is None:
                 reasons.append(f"requirements file {f} is gone")
                 continue
-            now = "sha256:" + hashlib.sha256(data).hexdigest()
-            if now != digest:
+            text = data.decode("utf-8", "replace")
+            now = requirements_digest(text)
+            legacy = "sha256:" + hashlib.sha256(data).hexdigest()
+            if digest not in (now, legacy):
                 reasons.append(f"{f} changed")
-            files[f] = now
+                files[f] = now
         inputs["requirement-files"] = files
         if inputs.get("matrix-version") != matrix.version:
             reasons.append(f"the matrix changed ({inputs.get('matrix-version')} -> "

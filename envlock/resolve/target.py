@@ -200,6 +200,24 @@ def parse_requirements(lines: Sequence[Tuple[str, str]]) -> List[Requirement]:
     return out
 
 
+def requirement_content(text: str) -> List[str]:
+    """The lines of a requirements file that matter: continuations joined, comments and
+    blank lines dropped, whitespace trimmed."""
+    out = []
+    for raw in re.sub(r"\\\n", "", text).splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if line and not line.startswith("#"):
+            out.append(line)
+    return out
+
+
+def requirements_digest(text: str) -> str:
+    """What the lock records of a requirements file: the sha256 of its content lines, so a
+    comment or a blank line does not make a lock stale."""
+    blob = "\n".join(requirement_content(text)).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
 def read_requirement_file(path: str, seen: Optional[set] = None) -> Tuple[
         List[Tuple[str, str]], Dict[str, str]]:
     """Lines of a requirements file (``-r`` nests), and the sha256 of each file read.
@@ -212,7 +230,7 @@ def read_requirement_file(path: str, seen: Optional[set] = None) -> Tuple[
 
     p = Path(path)
     text = read_user_text(p, "requirements file")
-    digests = {str(p): "sha256:" + hashlib.sha256(text.encode()).hexdigest()}
+    digests = {str(p): requirements_digest(text)}
     out: List[Tuple[str, str]] = []
     if p.resolve() in seen:
         return out, digests

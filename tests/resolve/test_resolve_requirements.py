@@ -292,3 +292,35 @@ def test_requirement_and_hardware_without_a_common_build_exit_3(
     r = resolve(world, "--gpu", "RTX 5090", "vllm==0.6.3", "--dry-run")
     assert r.code == 3, (r.code, r.err)
     assert "vllm==0.6.3 requires torch==2.4.0" in r.err and "sm_120" in r.err
+
+
+# -- resolve --check ------------------------------------------------------------------------------
+
+def test_check_ignores_comments_and_the_working_directory(
+        world: IndexServer, tmp_path: Path, cache: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    req = proj / "requirements.in"
+    req.write_text("helper\n")
+    monkeypatch.chdir(proj)
+    assert resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "-r", "requirements.in",
+                   "-o", "envlock.lock").code == 0
+    lock = _toml.loads((proj / "envlock.lock").read_text())
+    assert "requirements.in" in str(lock)
+    # from another directory, by the lock's path
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    r = run_cli("resolve", "--check", "-o", str(proj / "envlock.lock"))
+    assert r.code == 0, r.out
+    # the same command's inputs, given from another directory, are the same inputs
+    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "-r", str(req),
+                "-o", str(proj / "envlock.lock"), "--check")
+    assert r.code == 0, r.out
+    # a comment or a blank line changes nothing; a requirement does
+    req.write_text("# pinned by the team\n\nhelper   # the helper\n")
+    assert run_cli("resolve", "--check", "-o", str(proj / "envlock.lock")).code == 0
+    req.write_text("helper>=1.1\n")
+    r = run_cli("resolve", "--check", "-o", str(proj / "envlock.lock"))
+    assert r.code == 1 and "stale: requirements.in changed" in r.out
