@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import MISSING, dataclass
+from dataclasses import fields as dataclass_fields
+from functools import lru_cache
 from html.parser import HTMLParser
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 from urllib.parse import urldefrag, urljoin
@@ -46,20 +47,12 @@ class Dist:
     size: Optional[int] = None
     upload_time: Optional[str] = None  # PEP 700, JSON pages only
 
-    @cached_property
+    @property
     def parsed(self) -> Optional[Tuple[str, Version, BuildTag, FrozenSet[Tag], str]]:
         """(name, version, build, tags, kind) or None for a file we cannot use."""
-        fn = self.filename
-        try:
-            if fn.endswith(".whl"):
-                name, version, build, tags = parse_wheel_filename(fn)
-                return str(name), version, build, tags, "wheel"
-            if fn.endswith((".tar.gz", ".zip")):
-                name, version = parse_sdist_filename(fn)
-                return str(name), version, (), frozenset(), "sdist"
-        except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-            return None
-        return None
+        # A module-level LRU, not functools.cached_property: that takes one lock per
+        # class in Python < 3.12, and the resolver's threads queued on it (measured).
+        return _parse_filename(self.filename)
 
     @property
     def name(self) -> str:
@@ -77,6 +70,20 @@ class Dist:
     @property
     def sha256(self) -> Optional[str]:
         return self.hashes.get("sha256")
+
+
+@lru_cache(maxsize=1 << 16)
+def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet[Tag], str]]:
+    try:
+        if fn.endswith(".whl"):
+            name, version, build, tags = parse_wheel_filename(fn)
+            return str(name), version, build, tags, "wheel"
+        if fn.endswith((".tar.gz", ".zip")):
+            name, version = parse_sdist_filename(fn)
+            return str(name), version, (), frozenset(), "sdist"
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -204,12 +211,25 @@ def page_to_cache(page: ProjectPage) -> bytes:
                       separators=(",", ":")).encode()
 
 
+def _dist(**fields: Any) -> Dist:
+    """A Dist from trusted cached fields, without the frozen dataclass's per-field
+    ``object.__setattr__`` (a page of torch or numpy holds thousands of files)."""
+    d = object.__new__(Dist)
+    d.__dict__.update(_DIST_DEFAULTS)
+    d.__dict__.update(fields)
+    return d
+
+
+_DIST_DEFAULTS = {f.name: f.default for f in dataclass_fields(Dist)
+                  if f.default is not MISSING}
+
+
 def page_from_cache(blob: bytes) -> ProjectPage:
     data = json.loads(blob)
     index = data["index"]
     dists = tuple(
-        Dist(filename=f, url=u, index=index, hashes={"sha256": h} if h else {},
-             requires_python=rp, yanked=y, metadata=m, size=s, upload_time=t)
+        _dist(filename=f, url=u, index=index, hashes={"sha256": h} if h else {},
+              requires_python=rp, yanked=y, metadata=m, size=s, upload_time=t)
         for f, u, h, rp, y, m, s, t in data["files"]
     )
     return ProjectPage(name=data["name"], index=index, url=data["url"], dists=dists)

@@ -123,6 +123,10 @@ class Finder:
         self.policy = policy
         self.target = target
         self.tag_rank: Dict[Tag, int] = {t: i for i, t in enumerate(target.tags)}
+        self.tag_rank_str: Dict[str, int] = {str(t): i for t, i in self.tag_rank.items()}
+        self._tag_parts = (frozenset(t.interpreter for t in self.tag_rank),
+                           frozenset(t.platform for t in self.tag_rank))
+        self._matching: Dict[Tuple[str, str], List[Cand]] = {}
         self.python = Version(f"{target.python.rstrip('t')}.0")
         self.env = target.markers
         self.allowed = {canonicalize_name(k): v for k, v in (allowed_versions or {}).items()}
@@ -168,7 +172,15 @@ class Finder:
             return None
         index, dists = found
         by_version: Dict[Version, List[Tuple[Tuple[int, ...], Dist]]] = {}
+        rank_of = self.tag_rank_str
         for d in dists:
+            fn = d.filename
+            if fn.endswith(".whl"):
+                # Most wheels on a page are for other platforms or Pythons: reject them by
+                # their filename's tag triple, before any parsing (the expensive part).
+                best = _fast_rank(fn, rank_of, self._tag_parts)
+                if best is None:
+                    continue
             p = d.parsed
             if p is None or p[0] != name:
                 continue
@@ -202,12 +214,23 @@ class Finder:
 
         Yanked files count only for an exact pin (PEP 592).
         """
+        key = (canonicalize_name(name), str(req_spec))
+        with self._lock:
+            hit = self._matching.get(key)
+        if hit is not None:
+            return list(hit)
         cands = self.candidates(name, block, on_pending)
         if cands is None:
             return None
+        out = self._select(req_spec, name, cands)
+        with self._lock:
+            self._matching[key] = out
+        return list(out)
+
+    def _select(self, req_spec: SpecifierSet, name: str, cands: List[Cand]) -> List[Cand]:
         exact = any(s.operator in ("==", "===") for s in req_spec)
         inside = [c for c in cands if (exact or c.best.yanked is None)
-                  and req_spec.contains(c.version, prereleases=True)]
+                  and _contains(req_spec, c.version)]
         mode = self.prerelease
         if mode == "allow":
             return inside
@@ -261,12 +284,58 @@ class Finder:
         return reqs, meta.requires_python
 
 
+_SAT: Dict[Tuple[int, Version], Tuple[SpecifierSet, bool]] = {}
+_SAT_LOCK = threading.Lock()
+
+
+def _contains(spec: SpecifierSet, version: Version) -> bool:
+    """``spec.contains`` memoised by the specifier's identity: resolvelib asks the same
+    question many times, and hashing a SpecifierSet costs more than the answer. The value
+    keeps the specifier alive, so its id cannot be reused while the entry exists."""
+    key = (id(spec), version)
+    hit = _SAT.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    ok = spec.contains(version, prereleases=True)
+    with _SAT_LOCK:
+        if len(_SAT) > 200_000:
+            _SAT.clear()
+        _SAT[key] = (spec, ok)
+    return ok
+
+
 @lru_cache(maxsize=2048)
 def _python_ok(requires_python: str, python: Version) -> bool:
     try:
         return SpecifierSet(requires_python).contains(python, prereleases=True)
     except InvalidSpecifier:
         return True  # an unreadable Requires-Python does not exclude (pip does the same)
+
+
+def _fast_rank(filename: str, rank_of: Mapping[str, int],
+               parts_ok: Tuple[FrozenSet[str], FrozenSet[str]]) -> Optional[int]:
+    """The best rank of a wheel filename's compressed tag set, or None when no tag fits
+    (a malformed name gives -1: the full parse judges it)."""
+    parts = filename[:-4].lower().split("-")
+    if len(parts) not in (5, 6):
+        return -1
+    pys, abis, plats = parts[-3:]
+    ok_py, ok_plat = parts_ok
+    # cheap rejections first: most files are for other platforms or Pythons
+    plat_list = plats.split(".")
+    if not any(p in ok_plat for p in plat_list):
+        return None
+    py_list = pys.split(".")
+    if not any(p in ok_py for p in py_list):
+        return None
+    best: Optional[int] = None
+    for py in py_list:
+        for abi in abis.split("."):
+            for plat in plat_list:
+                r = rank_of.get(f"{py}-{abi}-{plat}")
+                if r is not None and (best is None or r < best):
+                    best = r
+    return best
 
 
 def _build_key(build: Tuple[Any, ...]) -> Tuple[int, ...]:
@@ -318,7 +387,7 @@ class _Provider(AbstractProvider):
         return out
 
     def is_satisfied_by(self, requirement: Req, candidate: Cand) -> bool:
-        return requirement.specifier.contains(candidate.version, prereleases=True)
+        return _contains(requirement.specifier, candidate.version)
 
     def get_dependencies(self, candidate: Cand) -> List[Req]:
         if candidate.name == PYTHON:
