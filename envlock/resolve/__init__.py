@@ -39,6 +39,7 @@ from envlock.versions import V
 if TYPE_CHECKING:
     from envlock.index.client import IndexClient
     from envlock.resolve.closure import Req
+    from envlock.resolve.torch_needs import TorchNeed
 
 __all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
 
@@ -104,37 +105,52 @@ def _wanted_versions(matrix: Matrix, variant: TorchVariant,
 
 
 def _torch_from_requirements(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
-                             client: "IndexClient", target: Target
-                             ) -> Tuple[SpecifierSet, List[str]]:
-    """The torch specifier narrowed by what the requirements' metadata says of torch."""
+                             client: "IndexClient", target: Target) -> List["TorchNeed"]:
+    """What the requirements' metadata says of torch, torchvision, torchaudio, triton."""
     if not request.requirements:
-        return request.torch, []
+        return []
     from envlock.resolve.closure import Finder
-    from envlock.resolve.torch_needs import narrowed_spec, torch_needs
+    from envlock.resolve.torch_needs import torch_needs
 
     finder = Finder(client, SourcePolicy(config, config.index_url), target,
                     prerelease=request.prerelease,
                     explicit_prereleases=_explicit(request.requirements))
-    needs = torch_needs(finder, request.requirements, target.markers)
-    return narrowed_spec(matrix, request.torch, needs)
+    return torch_needs(finder, request.requirements, target.markers)
 
 
 def _choose(matrix: Matrix, spec: TargetSpec, request: ResolveRequest,
-            torch_spec: SpecifierSet, narrowed_by: List[str]) -> Choice:
-    """The hardware choice among the builds the requirements allow. When they allow none
-    that the hardware runs, the error names both; when they contradict ``--torch`` (or
-    each other) outright, that is a requirements conflict, not a hardware one."""
-    if not narrowed_by:
-        return choose_variant(matrix, spec, request.torch, request.cuda)
-    if not any(torch_spec.contains(V(r), prereleases=True) for r in matrix.torch_releases):
+            needs: Sequence["TorchNeed"]) -> Tuple[Choice, List[str]]:
+    """The hardware choice among the builds the requirements allow, and the needs that
+    narrowed it.
+
+    First every need (the newest versions of the requirements, as the resolver will try
+    them first). If that leaves nothing, only the needs of exactly pinned requirements:
+    an unpinned requirement can still fall back to an older version that suits the build,
+    which the closure's backtracking finds. When the pinned needs contradict ``--torch``
+    (or each other) that is a requirements conflict; when they leave no build the hardware
+    runs, the error names both.
+    """
+    from envlock.resolve.torch_needs import narrowed_spec
+
+    torch_all, lines_all = narrowed_spec(matrix, request.torch, needs)
+    pinned = [n for n in needs if n.pinned]
+    torch_pinned, lines_pinned = narrowed_spec(matrix, request.torch, pinned)
+    if lines_all:
+        try:
+            return choose_variant(matrix, spec, torch_all, request.cuda), lines_all
+        except NoCandidateError:
+            pass  # below: only the pinned requirements' needs, or none
+    if not lines_pinned:
+        return choose_variant(matrix, spec, request.torch, request.cuda), []
+    if not any(torch_pinned.contains(V(r), prereleases=True) for r in matrix.torch_releases):
         asked = f"torch{request.torch} (requested); " if str(request.torch) else ""
         raise ConflictError(f"the requirements' torch constraints cannot all hold: {asked}"
-                            + "; ".join(narrowed_by))
+                            + "; ".join(lines_pinned))
     try:
-        return choose_variant(matrix, spec, torch_spec, request.cuda)
+        return choose_variant(matrix, spec, torch_pinned, request.cuda), lines_pinned
     except NoCandidateError as exc:
         raise NoCandidateError(f"no torch build fits both the requirements "
-                               f"({'; '.join(narrowed_by)}) and the hardware: {exc.message}",
+                               f"({'; '.join(lines_pinned)}) and the hardware: {exc.message}",
                                hint=exc.hint) from None
 
 
@@ -148,8 +164,8 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                     client: "IndexClient", spec: TargetSpec,
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
-    torch_spec, narrowed_by = _torch_from_requirements(request, matrix, config, client, target)
-    choice = _choose(matrix, spec, request, torch_spec, narrowed_by)
+    needs = _torch_from_requirements(request, matrix, config, client, target)
+    choice, narrowed_by = _choose(matrix, spec, request, needs)
     v = choice.variant
     tindex = torch_index_url(v, config, request.pytorch_index)
     if on_event:

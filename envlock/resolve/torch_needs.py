@@ -41,6 +41,8 @@ class TorchNeed:
 
     origin: str  # "vllm==0.6.3"
     requirement: Requirement  # torch==2.4.0
+    #: the user pinned the requiring package exactly: no older version can relax this
+    pinned: bool = False
 
     def __str__(self) -> str:
         return f"{self.origin} requires {self.requirement.name}{self.requirement.specifier}"
@@ -85,7 +87,7 @@ def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
                 continue
             if not str(dep.specifier):
                 continue
-            out.append(TorchNeed(f"{best.name}=={best.version}", dep))
+            out.append(TorchNeed(f"{best.name}=={best.version}", dep, _pinned(r)))
     return out
 
 
@@ -119,6 +121,10 @@ def narrowed_spec(matrix: Matrix, spec: SpecifierSet,
     if allowed == set(releases):
         return spec, lines
     return spec & _as_spec(releases, allowed), lines
+
+
+def _pinned(r: Requirement) -> bool:
+    return any(s.operator in ("==", "===") and "*" not in s.version for s in r.specifier)
 
 
 def _contains(spec: SpecifierSet, version: str) -> bool:

@@ -70,6 +70,8 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         add_package(pypi, tmp, "betaonly", "1.0rc1")
         add_package(pypi, tmp, "vllm", "0.6.3", ["torch==2.4.0", "helper"])
         add_package(pypi, tmp, "tvpin", "1.0", ["torchvision==0.19.0"])
+        add_package(pypi, tmp, "lightish", "1.0", ["torch>=2.0"])
+        add_package(pypi, tmp, "lightish", "2.0", ["torch>=2.5"])
         add_package(pypi, tmp, "torchvision", "0.19.0", ["torch==2.4.0"],
                     tag="cp311-cp311-manylinux1_x86_64")
         add_package(pypi, tmp, "uses-old", "1.0", ["oldpkg"])
@@ -324,3 +326,15 @@ def test_check_ignores_comments_and_the_working_directory(
     req.write_text("helper>=1.1\n")
     r = run_cli("resolve", "--check", "-o", str(proj / "envlock.lock"))
     assert r.code == 1 and "stale: requirements.in changed" in r.out
+
+
+def test_an_unpinned_requirement_whose_newest_needs_another_torch_backtracks(
+        world: IndexServer, tmp_path: Path, cache: Path) -> None:
+    # newest "lightish" needs torch>=2.5; the user asks for 2.4.0: the older lightish
+    # that accepts it is locked (as uv does), not an error
+    out = tmp_path / "l.lock"
+    r = resolve(world, "--gpu", "H100", "--torch", "==2.4.0", "--cuda", "12.1", "lightish",
+                "-o", str(out))
+    assert r.code == 0, r.err
+    pk = packages(out)
+    assert pk["torch"]["version"] == "2.4.0" and pk["lightish"]["version"] == "1.0"
