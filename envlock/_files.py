@@ -30,9 +30,12 @@ def read_user_text(path: PathLike, what: str, hint: Optional[str] = None) -> str
         raise InputError(f"cannot read {p}: {exc.strerror}") from None
 
 
-def atomic_write_bytes(path: PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: PathLike, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory, renamed
-    into place (atomic on POSIX); the temporary file never survives a failure."""
+    into place (atomic on POSIX); the temporary file never survives a failure.
+
+    ``durable=False`` skips the fsync: for caches whose entries are verified on read, where
+    a lost write after a crash only costs a refetch (and fsync costs milliseconds each)."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     try:
@@ -43,7 +46,8 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -66,6 +66,10 @@ class IndexClient:
         self._meta: Dict[str, "Future[Metadata]"] = {}
         # builds are CPU- and disk-heavy: one at a time
         self._build_lock = threading.Lock()
+        if not offline:
+            # importing requests and building the TLS context take a few hundred ms:
+            # overlap them with the caller's own start-up instead of the first request
+            self._submit(self.transport._get_session)
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "IndexClient":
