@@ -141,6 +141,8 @@ def load_index_config(env: Optional[Mapping[str, str]] = None, **cli: object) ->
 
 def redact(url: str) -> str:
     """Drop credentials from a URL before it is shown or written to a lock."""
+    if "@" not in url:
+        return url  # no userinfo possible (the common case, thousands of times per page)
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url

@@ -171,7 +171,9 @@ def parse_json(data: Mapping[str, Any], page_url: str, index: str, project: str)
     """PEP 691 JSON page -> ProjectPage."""
     dists: List[Dist] = []
     for f in data.get("files", []):
-        url = urljoin(page_url, f["url"])
+        url = f["url"]
+        if not url.startswith(("https://", "http://")) or "/../" in url or "/./" in url:
+            url = urljoin(page_url, url)  # absolute URLs (PyPI's) need no joining
         url, frag_hashes = _hashes_from_fragment(url)
         hashes = {k: v for k, v in (f.get("hashes") or {}).items() if k in _HASH_NAMES}
         hashes = hashes or frag_hashes
