@@ -45,7 +45,8 @@ class TorchNeed:
     pinned: bool = False
 
     def __str__(self) -> str:
-        return f"{self.origin} requires {self.requirement.name}{self.requirement.specifier}"
+        want = f"{self.requirement.name}{self.requirement.specifier}"
+        return f"{want} (requested)" if not self.origin else f"{self.origin} requires {want}"
 
 
 def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
@@ -56,18 +57,20 @@ def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
     missing); every other index failure propagates.
     """
     wanted: List[Tuple[Requirement, str]] = []
+    out: List[TorchNeed] = []
     for r in requirements:
         name = canonicalize_name(r.name)
-        if name in _FAMILY or name == "pytorch-triton":
-            continue
         if r.marker is not None and not r.marker.evaluate(dict(env, extra="")):
+            continue
+        if name in _FAMILY or name == "pytorch-triton":
+            if name in _FAMILY and str(r.specifier):
+                out.append(TorchNeed("", r, pinned=True))  # e.g. torchvision==0.19.0
             continue
         wanted.append((r, name))
     from envlock.resolve.closure import Req
 
     for r, name in wanted:
         finder.prefetch(Req(name, r.specifier))
-    out: List[TorchNeed] = []
     for r, name in wanted:
         try:
             cands = finder.matching(r.specifier, name)

@@ -338,3 +338,13 @@ def test_an_unpinned_requirement_whose_newest_needs_another_torch_backtracks(
     assert r.code == 0, r.err
     pk = packages(out)
     assert pk["torch"]["version"] == "2.4.0" and pk["lightish"]["version"] == "1.0"
+
+
+def test_a_direct_torchvision_pin_chooses_the_torch_release(
+        world: IndexServer, tmp_path: Path, cache: Path) -> None:
+    out = tmp_path / "l.lock"
+    r = resolve(world, "--gpu", "H100", "--cuda", "12.1", "torchvision==0.19.0", "-o", str(out))
+    assert r.code == 0, r.err
+    pk = packages(out)
+    assert pk["torch"]["version"] == "2.4.0" and pk["torchvision"]["version"] == "0.19.0"
+    assert any("torchvision==0.19.0 (requested)" in line for line in decision(out))
