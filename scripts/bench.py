@@ -178,6 +178,18 @@ def timed_cpu(cmd: Sequence[str], env: Optional[Dict[str, str]] = None, n: int =
     return statistics.median(walls), statistics.median(cpus)
 
 
+def _paired(a: Sequence[str], b: Sequence[str], env: Dict[str, str], n: int,
+            setup_a: Optional[Callable[[], None]],
+            setup_b: Optional[Callable[[], None]]) -> "tuple[tuple[float, float], ...]":
+    ra: List["tuple[float, float]"] = []
+    rb: List["tuple[float, float]"] = []
+    for _ in range(n):
+        ra.append(timed_cpu(a, env, 1, setup_a))
+        rb.append(timed_cpu(b, env, 1, setup_b))
+    return ((statistics.median(x[0] for x in ra), statistics.median(x[1] for x in ra)),
+            (statistics.median(x[0] for x in rb), statistics.median(x[1] for x in rb)))
+
+
 def bench_closure(n: int) -> None:
     """Each workload: envlock and ``uv pip compile`` in the same run, alternating cold
     (empty caches) then warm, medians of ``n``; ratio = envlock / uv."""
@@ -212,12 +224,12 @@ def bench_closure(n: int) -> None:
             def clear_theirs() -> None:
                 shutil.rmtree(ucache, ignore_errors=True)
 
-            oc, occpu = timed_cpu(ours, env, n, clear_ours)
-            tc, tccpu = timed_cpu(theirs, env, n, clear_theirs)
+            # interleaved, one run of each per round: on a shared, loaded machine both
+            # tools then meet the same load
+            (oc, occpu), (tc, tccpu) = _paired(ours, theirs, env, n, clear_ours, clear_theirs)
             subprocess.run(ours, env=env, stdout=subprocess.DEVNULL)
             subprocess.run(theirs, env=env, stdout=subprocess.DEVNULL)
-            ow, owcpu = timed_cpu(ours, env, n)
-            tw, twcpu = timed_cpu(theirs, env, n)
+            (ow, owcpu), (tw, twcpu) = _paired(ours, theirs, env, n, None, None)
             pins_ok = _same_pins(Path(d) / "o.lock", Path(d) / "uv.txt")
         row(f"{label}, cold", ms(oc), f"uv {ms(tc)}", f"{oc / tc:.2f}x", "<= 1.5x uv",
             "ok" if oc / tc <= 1.5 else "over")

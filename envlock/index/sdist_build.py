@@ -23,16 +23,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import venv
 import zipfile
 from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from pathlib import Path, PurePosixPath
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from envlock.errors import BuildError, NoBuildError
 
@@ -109,7 +111,7 @@ def build_metadata(data: bytes, filename: str, project: str, settings: BuildSett
         requires, backend, backend_path = _build_system(src, filename)
         env_dir = root / "env"
         python = _make_env(env_dir)
-        _pip_install(python, requires, settings, filename)
+        _install_build_requires(python, requires, settings, filename)
         out = root / "out"
         out.mkdir()
         extra = _hook(python, src, backend, backend_path, "get_requires_for_build_wheel",
@@ -218,11 +220,38 @@ def _site_packages(python: str) -> str:
     return out.stdout.strip()
 
 
-def _pip_install(python: str, requires: Sequence[str], settings: BuildSettings,
-                 filename: str) -> None:
+#: (requirements, settings) -> a site-packages directory pip populated once in this
+#: process; each build gets its own copy, so builds stay isolated from each other.
+_TEMPLATES: Dict[Tuple[Tuple[str, ...], BuildSettings], Path] = {}
+_TEMPLATES_LOCK = threading.Lock()
+_TEMPLATE_ROOT: List[tempfile.TemporaryDirectory] = []
+
+
+def _install_build_requires(python: str, requires: Sequence[str], settings: BuildSettings,
+                            filename: str) -> None:
     if not requires:
         return
-    target = _site_packages(python)
+    key = (tuple(sorted(requires)), settings)
+    target = Path(_site_packages(python))
+    with _TEMPLATES_LOCK:
+        template = _TEMPLATES.get(key)
+        if template is None:
+            if not _TEMPLATE_ROOT:
+                _TEMPLATE_ROOT.append(tempfile.TemporaryDirectory(prefix="envlock-buildenv-"))
+            template = Path(_TEMPLATE_ROOT[0].name) / str(len(_TEMPLATES))
+            _pip_install_into(str(template), requires, settings, filename)
+            _TEMPLATES[key] = template
+    shutil.copytree(template, target, dirs_exist_ok=True, symlinks=True)
+
+
+def _pip_install(python: str, requires: Sequence[str], settings: BuildSettings,
+                 filename: str) -> None:
+    if requires:
+        _pip_install_into(_site_packages(python), requires, settings, filename)
+
+
+def _pip_install_into(target: str, requires: Sequence[str], settings: BuildSettings,
+                      filename: str) -> None:
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input",
            "--disable-pip-version-check", "--no-warn-script-location", "--ignore-installed",
            "--no-user", "--upgrade", "--target", target, "--index-url", settings.index_url]
