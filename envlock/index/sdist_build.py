@@ -20,6 +20,7 @@ cached by the sdist's sha256 by the caller, so a build happens once per file.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -116,7 +117,7 @@ def build_metadata(data: bytes, filename: str, project: str, settings: BuildSett
         out.mkdir()
         extra = _hook(python, src, backend, backend_path, "get_requires_for_build_wheel",
                       out, settings, filename)
-        if extra:
+        if isinstance(extra, list) and extra:
             _pip_install(python, [str(r) for r in extra], settings, filename)
         result = _hook(python, src, backend, backend_path, "prepare_metadata",
                        out, settings, filename)
@@ -132,9 +133,7 @@ def build_metadata(data: bytes, filename: str, project: str, settings: BuildSett
 
 # -- steps -----------------------------------------------------------------------------------
 
-def _bytes_io(data: bytes):  # type: ignore[no-untyped-def]
-    import io
-
+def _bytes_io(data: bytes) -> io.BytesIO:
     return io.BytesIO(data)
 
 

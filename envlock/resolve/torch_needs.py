@@ -59,7 +59,7 @@ def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
     wanted: List[Tuple[Requirement, str]] = []
     out: List[TorchNeed] = []
     for r in requirements:
-        name = canonicalize_name(r.name)
+        name = str(canonicalize_name(r.name))
         if r.marker is not None and not r.marker.evaluate(dict(env, extra="")):
             continue
         if name in _FAMILY or name == "pytorch-triton":
@@ -80,7 +80,7 @@ def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
             meta = finder.client.metadata(best.best)
         except OfflineError:
             continue
-        extras = {canonicalize_name(e) for e in r.extras}
+        extras = {str(canonicalize_name(e)) for e in r.extras}
         for dep in meta.requirements():
             dn = canonicalize_name(dep.name)
             if dn not in _FAMILY:

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-
-from envlock import _toml
-from envlock.index.sdist_build import needs_build
 from support.cli import run_cli
 from support.index_server import IndexServer, make_sdist
 from support.torch_world import add_package, add_torch_release
+
+from envlock import _toml
+from envlock.index.sdist_build import needs_build
 
 _SETUP_PY = ("from setuptools import setup\n"
              "setup(name='oldpkg', version='1.0', install_requires=['helper>=1.0'],\n"

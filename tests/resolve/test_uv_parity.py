@@ -23,7 +23,6 @@ from typing import Dict, List, Sequence, Set, Tuple
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
 from support.cli import run_cli
 
 pytestmark = pytest.mark.online
