@@ -23,7 +23,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--log", action="append", default=[], metavar="FILE",
                    help="a log to triage (repeatable; '-' reads stdin)")
     p.add_argument("--smoke", action="store_true",
-                   help="run live checks in child processes (needs envlock[torch])")
+                   help="run live checks in child processes (needs envlock-gpu[torch])")
     p.add_argument("--timeout", type=float, default=120.0, help="per smoke check (seconds)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
         import importlib.util
 
         if importlib.util.find_spec("torch") is None:
-            raise InputError("--smoke needs torch (pip install 'envlock[torch]')")
+            raise InputError("--smoke needs torch (pip install 'envlock-gpu[torch]')")
         from envlock.checks.smoke import run_smoke
 
         gpus = [(g.index, g.compute_capability) for g in snap.visible_gpus() if not g.lost]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--target", help="lock target (default: the one matching this machine's GPUs)")
     p.add_argument("--stage", choices=["build", "runtime"], default="runtime",
                    help="build: in `docker build`, no GPU and no driver (skips those checks)")
+    p.add_argument("--python", metavar="PATH", default=os.environ.get("ENVLOCK_PYTHON"),
+                   help="the interpreter of the environment to check (default "
+                        "$ENVLOCK_PYTHON, else the one running envlock); needed when envlock "
+                        "lives in its own virtual environment, as in the exported image")
     p.add_argument("--snapshot", metavar="FILE", help="verify a snapshot instead of this machine")
     p.add_argument("--deep", action="store_true", help="import torch in a child process too")
     p.add_argument("--hashes", action="store_true",
@@ -50,7 +55,8 @@ def run(args: argparse.Namespace, out: Any) -> int:
     else:
         from envlock.probe.machine import take_snapshot
 
-        snap = take_snapshot(deep=args.deep, probe_gpus=args.stage == "runtime")
+        snap = take_snapshot(deep=args.deep, probe_gpus=args.stage == "runtime",
+                             python=args.python)
     target = choose_target(lock, snap, matrix, args.target)
     result = verify(lock, target, snap, matrix, stage=args.stage, check_hashes=args.hashes)
     if args.junit:
