@@ -70,7 +70,10 @@ class Image:
             (root / p.lstrip("/")).mkdir(parents=True, exist_ok=True)
         env = clean_env()
         env.pop("PYTHONPATH", None)  # nothing from this checkout leaks into the image
-        env["PATH"] = f"{self.map('/usr/local/bin')}:{env.get('PATH', '')}"
+        # the image's PATH: its /usr/local/bin, then this machine's (never its envlock)
+        host = [p for p in env.get("PATH", "").split(":")
+                if p and not (Path(p) / "envlock").exists()]
+        env["PATH"] = ":".join([self.map("/usr/local/bin"), *host])
         self.env = env
 
     def map(self, text: str) -> str:
@@ -96,8 +99,7 @@ class Image:
             if word == "ENV":
                 for item in shlex.split(args):
                     key, _, value = item.partition("=")
-                    value = value.replace("$PATH", self.env["PATH"])
-                    self.env[key] = self.map(value)
+                    self.env[key] = self.map(value).replace("$PATH", self.env["PATH"])
             elif word == "COPY":
                 *sources, dest = args.split()
                 target = Path(self.map(dest))
