@@ -102,6 +102,11 @@ def _dockerfile(args: argparse.Namespace, lock: Any, target: Any, out: Any) -> i
     from envlock.index.config import load_index_config
     from envlock.matrix.cache import cache_dir
 
+    from envlock.export.common import ExportRequest, require_hashes
+
+    # refused before anything else, naming the user's lock (not the copy in the context)
+    require_hashes(ExportRequest(lock=lock, target=target, lock_path=args.lock, command=""),
+                   "dockerfile")
     directory = Path(args.output)
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"-o {args.output}: --format dockerfile writes a directory, and "

@@ -131,6 +131,10 @@ def test_context_holds_everything_the_build_copies(context: Path) -> None:
     assert wheel.startswith("envlock_gpu-") and wheel.endswith("-py3-none-any.whl")
     assert names == sorted(["Dockerfile", "envlock.lock", "requirements.txt",
                             "envlock-requirements.txt", "envlock-wheel.txt", wheel])
+    header = _dockerfile(context).splitlines()
+    assert header[0].startswith("# Dockerfile for target h20 of ctx/envlock.lock")
+    assert header[2] == ("#   envlock export --format dockerfile --lock multi.lock --target h20 "
+                         "-o ctx")
     copied = [s for w, a in instructions(_dockerfile(context)) if w == "COPY"
               for s in a.split()[:-1]]
     assert sorted(copied) == sorted(n for n in names if n != "Dockerfile")
