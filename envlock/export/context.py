@@ -207,7 +207,7 @@ def _pin_from_index(client: object, indexes: Sequence[str], name: str, req: Requ
     where = ", ".join(indexes) or "no index configured"
     want = f"{name}=={version}" if version else str(req)
     raise IndexError_(f"envlock's own dependency {want} has no wheel with a sha256 on "
-                      f"{where}; the image could not install envlock hash-pinned")
+                      f"{where}; the image could not install it hash-pinned")
 
 
 def render_envlock_requirements(t: LockTarget, pins: Sequence[Pin], envlock_version: str
