@@ -6,32 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import io
-import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Tuple
 
 import pytest
 
 from envlock.distribution import DISTRIBUTION, REQUIRES, REQUIRES_PYTHON, build_wheel
+from support.names import bare_envlock
 
 ROOT = Path(__file__).resolve().parents[1]
-
-#: a requirement or install command that names the bare distribution ``envlock``
-BARE = [
-    re.compile(r"(?<![\w.-])envlock(?![\w-])\s*(\[[A-Za-z]|==|>=|<=|~=|!=|@\s)"),
-    re.compile(r"\binstall\s+(?:-{1,2}[\w-]+(?:[= ][^\s'\"]+)?\s+)*['\"]?envlock(?![\w-])"),
-]
-
-
-def bare_envlock(text: str) -> Iterator[str]:
-    """Every place in ``text`` that would ask an index for ``envlock`` by name."""
-    for pattern in BARE:
-        for m in pattern.finditer(text):
-            yield text[max(0, m.start() - 40):m.end() + 20]
-
 
 @pytest.mark.parametrize("text, bad", [
     ("pip install 'envlock[torch]'", True), ("pip install envlock==0.1.0", True),

@@ -25,6 +25,7 @@ import pytest
 from envlock.probe.packages import installed_packages
 from exportkit import (ENVLOCK_IMPORTS, World, check_verify_build, instructions,
                        locked_versions, repack_installed)
+from support.names import bare_envlock
 from torch_world import clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,3 +204,29 @@ def test_a_tampered_context_fails_the_build(context: Path, tmp_path: Path, tampe
     failed = runs[step]
     assert failed.returncode != 0
     assert "DO NOT MATCH THE HASHES" in failed.stderr, failed.stderr[-2000:]
+
+
+def test_no_output_names_bare_envlock(context: Path, run_export, locks_dir: Path) -> None:
+    """Every file of the build context (the wheel's metadata too) and every export format
+    of every fixture lock: nothing asks an index for the unrelated ``envlock``."""
+    from envlock.export import FORMATS
+
+    texts = {p.name: p.read_text() for p in context.iterdir() if p.suffix != ".whl"}
+    with zipfile.ZipFile(next(context.glob("*.whl"))) as zf:
+        texts.update({n: zf.read(n).decode() for n in zf.namelist() if ".dist-info/" in n})
+    for lock in sorted(locks_dir.glob("*.lock")):
+        for fmt in FORMATS:
+            if fmt == "dockerfile":
+                continue  # the context above
+            r = run_export("--format", fmt, "--lock", lock.name, "--target",
+                           _first_target(lock))
+            texts[f"{lock.name}:{fmt}"] = r.stdout + r.stderr
+    found = {k: hits for k, t in texts.items() if (hits := list(bare_envlock(t)))}
+    assert found == {}
+    assert "Name: envlock-gpu" in texts[next(k for k in texts if k.endswith("METADATA"))]
+
+
+def _first_target(lock: Path) -> str:
+    from envlock.lock.io import load_lock
+
+    return load_lock(lock).targets[0].name
