@@ -41,6 +41,11 @@ def _envlock(*args: str, env: Dict[str, str], cwd: Optional[Path] = None
                           capture_output=True, text=True, timeout=180)
 
 
+def _env(world: World, d: Path) -> Dict[str, str]:
+    return clean_env({"PYTHONPATH": str(ROOT), "PIP_INDEX_URL": world.torch.pypi_url,
+                      "ENVLOCK_CACHE_DIR": str(d / "cache"), "SOURCE_DATE_EPOCH": "1700000000"})
+
+
 @pytest.fixture(scope="module")
 def context(world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """``envlock export --format dockerfile -o DIR`` for the h20 target of the multi lock,
@@ -50,8 +55,7 @@ def context(world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     for name in DEPS:
         if name not in pypi.files:
             pypi.add(repack_installed(name, world.directory / "envlock-deps"))
-    env = clean_env({"PYTHONPATH": str(ROOT), "PIP_INDEX_URL": world.torch.pypi_url,
-                     "ENVLOCK_CACHE_DIR": str(d / "cache"), "SOURCE_DATE_EPOCH": "1700000000"})
+    env = _env(world, d)
     shutil.copy(world.multi_lock, d / "multi.lock")
     proc = _envlock("export", "--format", "dockerfile", "--lock", "multi.lock", "--target",
                     "h20", "-o", "ctx", env=env, cwd=d)
@@ -230,3 +234,41 @@ def _first_target(lock: Path) -> str:
     from envlock.lock.io import load_lock
 
     return load_lock(lock).targets[0].name
+
+
+def test_envlock_from_a_wheel_or_url_pinned_by_sha256(context: Path, world: World,
+                                                      tmp_path: Path) -> None:
+    wheel = next(context.glob("envlock_gpu-*.whl"))
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    shutil.copy(world.multi_lock, tmp_path / "multi.lock")
+    env = _env(world, tmp_path)
+    base = ["export", "--format", "dockerfile", "--lock", "multi.lock", "--target", "h20"]
+    ok = _envlock(*base, "-o", "a", "--envlock-from", str(wheel), "--envlock-sha256", digest,
+                  env=env, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "a" / "envlock-wheel.txt").read_text() == \
+        (context / "envlock-wheel.txt").read_text()
+    assert (tmp_path / "a" / wheel.name).read_bytes() == wheel.read_bytes()
+    url = "https://example.com/wheels/" + wheel.name
+    ok = _envlock(*base, "-o", "b", "--envlock-from", url, "--envlock-sha256", digest,
+                  env=env, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert (f"envlock-gpu @ {url} --hash=sha256:{digest}"
+            in (tmp_path / "b" / "envlock-wheel.txt").read_text())
+    assert not list((tmp_path / "b").glob("*.whl"))
+    assert wheel.name not in (tmp_path / "b" / "Dockerfile").read_text().split("COPY", 1)[1]
+    bad = "0" * 64
+    for args, message in [
+        (["--envlock-from", str(wheel), "--envlock-sha256", bad], f"not the --envlock-sha256 {bad}"),
+        (["--envlock-from", str(wheel)], "--envlock-from needs --envlock-sha256"),
+        (["--envlock-sha256", digest], "--envlock-sha256 needs --envlock-from"),
+        (["--envlock-from", "http://example.com/" + wheel.name, "--envlock-sha256", digest],
+         "use https"),
+        (["--envlock-from", str(context / "Dockerfile"), "--envlock-sha256", digest],
+         "not a wheel of envlock-gpu"),
+        (["--envlock-from", str(wheel), "--envlock-sha256", "abc"], "is not a sha256"),
+    ]:
+        r = _envlock(*base, "-o", "c", *args, env=env, cwd=tmp_path)
+        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) <= 2, r.stderr  # no traceback
+    assert not (tmp_path / "c").exists()
