@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
     ("pip install -U envlock", True), ("ARG R=envlock==0.1.0", True),
     ("envlock @ https://x/y.whl", True), ("pip install 'envlock-gpu[torch]'", False),
     ("pip install envlock-gpu==0.1.0", False), ("envlock verify --stage build", False),
-    ("pip install . && envlock resolve", False), ("usage: envlock [-h] [--version]", False), ("./envlock_gpu-0.1.0-py3-none-any.whl", False),
+    ("pip install . && envlock resolve", False), ("usage: envlock [-h] [--version]", False),
+    ("./envlock_gpu-0.1.0-py3-none-any.whl", False),
 ])
 def test_the_scanner_finds_bare_requirements(text: str, bad: bool) -> None:
     assert bool(list(bare_envlock(text))) is bad

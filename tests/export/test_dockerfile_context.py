@@ -198,8 +198,8 @@ def _flip_hash(ctx: Path, file: str, nth: int = 0) -> None:
     (lambda c: _flip_hash(c, "envlock-requirements.txt", 2), 0),
     (lambda c: _flip_hash(c, "requirements.txt", 3), 1),
 ], ids=["wheel-bytes", "wheel-hash", "dependency-hash", "lock-hash"])
-def test_a_tampered_context_fails_the_build(context: Path, tmp_path: Path, tamper,  # type: ignore[no-untyped-def]
-                                            step: int) -> None:
+def test_a_tampered_context_fails_the_build(  # type: ignore[no-untyped-def]
+        context: Path, tmp_path: Path, tamper, step: int) -> None:
     ctx = tmp_path / "ctx"
     shutil.copytree(context, ctx)
     tamper(ctx)
@@ -259,7 +259,8 @@ def test_envlock_from_a_wheel_or_url_pinned_by_sha256(context: Path, world: Worl
     assert wheel.name not in (tmp_path / "b" / "Dockerfile").read_text().split("COPY", 1)[1]
     bad = "0" * 64
     for args, message in [
-        (["--envlock-from", str(wheel), "--envlock-sha256", bad], f"not the --envlock-sha256 {bad}"),
+        (["--envlock-from", str(wheel), "--envlock-sha256", bad],
+         f"not the --envlock-sha256 {bad}"),
         (["--envlock-from", str(wheel)], "--envlock-from needs --envlock-sha256"),
         (["--envlock-sha256", digest], "--envlock-sha256 needs --envlock-from"),
         (["--envlock-from", "http://example.com/" + wheel.name, "--envlock-sha256", digest],

@@ -61,7 +61,8 @@ def test_a_digest_pinned_base_has_no_warning() -> None:
     lock = load_lock(LOCKS / "cu121-h100-h20.lock")
     base = f"python:3.11-slim@{DIGEST}"
     out = export(lock, "dockerfile", lock_path="envlock.lock", target="h20",
-                 options={"base_image": base, "envlock_wheel": "envlock_gpu-0.1.0-py3-none-any.whl"})
+                 options={"base_image": base,
+                          "envlock_wheel": "envlock_gpu-0.1.0-py3-none-any.whl"})
     assert out.warnings == ()
     assert "tag only" not in out.text
     ins = instructions(out.text)
