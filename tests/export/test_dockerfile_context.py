@@ -11,7 +11,7 @@ was resolved against (planted wheels); envlock itself only from the context's wh
 from __future__ import annotations
 
 import hashlib
-import os
+import json
 import shlex
 import shutil
 import subprocess
@@ -27,6 +27,8 @@ from exportkit import (ENVLOCK_IMPORTS, World, check_verify_build, instructions,
                        locked_versions, repack_installed)
 from support.names import bare_envlock
 from torch_world import clean_env
+
+pytestmark = pytest.mark.replay
 
 ROOT = Path(__file__).resolve().parents[2]
 #: distributions of envlock's dependencies (ENVLOCK_IMPORTS names modules)
@@ -169,6 +171,16 @@ def test_replayed_build_installs_apart_and_verifies(context: Path, world: World,
     check_verify_build(judged.stdout + judged.stderr[-3000:] * (judged.returncode > 1),
                        judged.returncode, venv, "h20")
     assert lock_run.returncode == judged.returncode, lock_run.stdout + lock_run.stderr
+    # docker run: the entrypoint's gate runs before the user's command, or stops it
+    (entry,) = [json.loads(a) for w, a in instructions(_dockerfile(context))
+                if w == "ENTRYPOINT"]
+    gate = image.sh(entry[2].split(" && ")[0])
+    run = image.sh(entry[2], entry[3], "python", "-c", "print('the user command ran')")
+    if gate.returncode == 0:
+        assert run.returncode == 0 and "the user command ran" in run.stdout
+    else:  # this machine is no H20 with a driver: the gate keeps the command from running
+        assert run.returncode == gate.returncode == 1, gate.stdout + gate.stderr
+        assert "the user command ran" not in run.stdout
 
 
 def _last_run(context: Path) -> str:
