@@ -20,6 +20,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                     "explain a crash log, and optionally run smoke checks on the hardware.",
         epilog="Exit codes: 0 no errors or warnings, 1 problems found, 2 usage or input error.")
     p.add_argument("--snapshot", metavar="FILE", help="a machine you are not on")
+    from envlock.cli.snapshot_cmd import add_python_arg
+
+    add_python_arg(p)
     p.add_argument("--log", action="append", default=[], metavar="FILE",
                    help="a log to triage (repeatable; '-' reads stdin)")
     p.add_argument("--smoke", action="store_true",
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
     else:
         from envlock.probe.machine import take_snapshot
 
-        snap = take_snapshot()
+        snap = take_snapshot(python=args.python)
     smoke = []
     if args.smoke:
         if args.snapshot:

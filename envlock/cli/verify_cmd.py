@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--target", help="lock target (default: the one matching this machine's GPUs)")
     p.add_argument("--stage", choices=["build", "runtime"], default="runtime",
                    help="build: in `docker build`, no GPU and no driver (skips those checks)")
-    p.add_argument("--python", metavar="PATH", default=os.environ.get("ENVLOCK_PYTHON"),
-                   help="the interpreter of the environment to check (default "
-                        "$ENVLOCK_PYTHON, else the one running envlock); needed when envlock "
-                        "lives in its own virtual environment, as in the exported image")
+    from envlock.cli.snapshot_cmd import add_python_arg
+
+    add_python_arg(p)
     p.add_argument("--snapshot", metavar="FILE", help="verify a snapshot instead of this machine")
     p.add_argument("--deep", action="store_true", help="import torch in a child process too")
     p.add_argument("--hashes", action="store_true",
