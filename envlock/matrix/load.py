@@ -41,6 +41,7 @@ from envlock.matrix.model import (
     TorchVariant,
 )
 from envlock.matrix.files import DATA_FILES, data_files
+from envlock.matrix.load_companions import load_companions
 from envlock.matrix.rows import Problems, Row
 from envlock.versions import is_driver_version, is_version
 
@@ -204,6 +205,7 @@ def build_matrix(raw: Mapping[str, Dict[str, Any]], problems: Problems) -> Matri
     torch_releases = _torch_pypi(raw, ctx, lines)
     variants = _variants(raw, ctx, torch_releases, lines, releases)
     advisories = _advisories(raw, ctx, gpus)
+    companions = load_companions(raw, ctx, torch_releases)
 
     return Matrix(
         version=version,
@@ -219,6 +221,7 @@ def build_matrix(raw: Mapping[str, Dict[str, Any]], problems: Problems) -> Matri
         torch_releases=torch_releases,
         variants=variants,
         advisories=advisories,
+        companions=companions,
     )
 
 
