@@ -9,7 +9,9 @@ from typing import Any, Dict, List, Mapping, Tuple
 from envlock.matrix.load_common import (
     _CC_RE, _DATE_RE, _LINE_RE, _SM_RE, BRANCH_TYPES, Ctx, driverish, top_rows,
 )
-from envlock.matrix.model import CudaLine, CudaMajor, CudaRelease, CudnnRelease, DriverBranch, NcclRelease
+from envlock.matrix.model import (
+    CudaLine, CudaMajor, CudaRelease, CudnnRelease, DriverBranch, NcclRelease,
+)
 from envlock.matrix.rows import Row
 from envlock.versions import is_version
 

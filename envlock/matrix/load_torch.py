@@ -15,7 +15,9 @@ from envlock.matrix.load_common import (
     _LINE_RE, _PTX_RE, _PY_RE, _SM_RE, _TAG_RE, _DATE_RE, LIBRARY_KEYS, PINS_STATUS, Ctx,
     requirement, top_rows,
 )
-from envlock.matrix.model import PLATFORMS, PYPI, CudaLine, CudaRelease, PlatformBuild, Provenance, TorchRelease, TorchVariant
+from envlock.matrix.model import (
+    PLATFORMS, PYPI, CudaLine, CudaRelease, PlatformBuild, Provenance, TorchRelease, TorchVariant,
+)
 from envlock.matrix.rows import Row
 from envlock.versions import is_version
 

@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _harvest():
-    spec = importlib.util.spec_from_file_location("harvest_pypi", ROOT / "scripts" / "harvest_pypi.py")
+    spec = importlib.util.spec_from_file_location("harvest_pypi",
+                                                  ROOT / "scripts" / "harvest_pypi.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules["harvest_pypi"] = mod
@@ -26,7 +27,8 @@ def _longest(data: bytes) -> list:
 
 def test_arch_string_glued_to_a_previous_string() -> None:
     # bytes as they sit in the 2.8.0 wheel: "...ipc_h" + arch string + NULs
-    data = b"e, std::string ipc_hsm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120\x00\x00\x00/pytorch/tor"
+    data = (b"e, std::string ipc_hsm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+            b"\x00\x00\x00/pytorch/tor")
     assert _longest(data) == ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
 
 
