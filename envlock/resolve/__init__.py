@@ -92,14 +92,11 @@ def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
 
 def _wanted_versions(matrix: Matrix, variant: TorchVariant,
                      requirements: Sequence[Requirement]) -> Dict[str, Set[str]]:
-    rel = matrix.torch_releases[variant.release]
-    names = {canonicalize_name(r.name) for r in requirements}
-    allowed: Dict[str, Set[str]] = {}
-    if "torchvision" in names and rel.torchvision:
-        allowed["torchvision"] = set(rel.torchvision)
-    if "torchaudio" in names and rel.torchaudio:
-        allowed["torchaudio"] = set(rel.torchaudio)
-    return allowed
+    """Companion versions the closure may use: the matrix pairing for the chosen torch,
+    applied whether torchvision/torchaudio are requested or pulled in by a dependency."""
+    from envlock.resolve.closure import companion_versions
+
+    return companion_versions(matrix.companions, variant.release)
 
 
 def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
@@ -182,7 +179,8 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     from envlock.resolve.closure import Finder, Req, reqs_from, resolve_closure
 
     policy = SourcePolicy(config, tindex)
-    finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements))
+    finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements),
+                    allowed_for=v.version_string)
     reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
     reqs += reqs_from(request.requirements, target.markers)
     # The matrix already knows torch's Requires-Dist: start fetching those pages and
@@ -251,7 +249,10 @@ def _gpu_core(matrix: Matrix, request: ResolveRequest, target: Target, v: TorchV
             out[name] = LockedPackage(name, "", index, specifier=str(req.specifier))
     rel = matrix.torch_releases[v.release]
     wanted = {canonicalize_name(r.name) for r in request.requirements}
-    for pkg, choices in (("torchvision", rel.torchvision), ("torchaudio", rel.torchaudio)):
+    pair = matrix.companions.get(v.release)
+    paired = ((pair.torchvision, pair.torchaudio) if pair is not None
+              else (rel.torchvision, rel.torchaudio))
+    for pkg, choices in zip(("torchvision", "torchaudio"), paired):
         if pkg in wanted and choices:
             ver = choices[-1] if v.on_pypi else f"{choices[-1]}+{v.tag}"
             out[pkg] = LockedPackage(pkg, ver, redact(tindex), direct=True)

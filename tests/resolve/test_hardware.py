@@ -37,8 +37,8 @@ CHOICES = [
     (["GTX 1080 Ti"], None, "", None, "3.11", "linux_x86_64", "2.14.1", "cu126", False),
     # Kepler: the last sm_37 build is cu118, last released with torch 2.7
     (["K80"], None, "", None, "3.10", "linux_x86_64", "2.7.1", "cu118", False),
-    # R570 runs CUDA 12.8 builds; 2.12+ have no cu128 and CUDA 13 needs R580
-    (["B200"], "570.86.15", "", None, "3.11", "linux_x86_64", "2.11.0", "cu128", False),
+    # R570 runs CUDA 12.x builds: the newest is 2.12.1 cu129 (issue 15); CUDA 13 needs R580
+    (["B200"], "570.86.15", "", None, "3.11", "linux_x86_64", "2.12.1", "cu129", False),
     (["A100"], "470.82.01", "", None, "3.10", "linux_x86_64", "2.7.1", "cu118", False),
     (["GH200"], None, "", None, "3.11", "linux_aarch64", "2.15.0", "cu132", True),
     # Jetson Thor is sm_110: only the aarch64 CUDA-13 builds compile it
@@ -58,7 +58,7 @@ def test_choice(gpus, driver, spec, cuda, python, platform, release, tag, pypi) 
 ERRORS = [
     (["RTX 5090"], "550.54.15", "", "3.11", "linux_x86_64",
      ["RTX 5090 is sm_120 (Blackwell)", "the newest build driver 550.54.15 can run is",
-      "which has no sm_120 kernels", "upgrade the driver to >= 570", "torch>=2.7.0 cu128"]),
+      "which has no sm_120 kernels", "upgrade the driver to >= 570", "torch>=2.8.0 cu129"]),
     (["RTX 5090"], None, "<2.7", "3.11", "linux_x86_64",
      ["has no sm_120 kernels", "use torch>=2.7.0 with cu128", "not allowed by torch<2.7"]),
     (["B200"], "535.104.05", "", "3.11", "linux_x86_64",
