@@ -29,7 +29,8 @@ def seen(adv: Advisory, facts: Facts) -> str:
             elems = facts.elements(scope)
             if elems is UNKNOWN:
                 continue
-            vals = sorted({str(e.get(fact)) for e in elems if e.get(fact) is not UNKNOWN})
+            vals = sorted({str(e.get(fact)) for e in elems
+                           if e.get(fact) is not UNKNOWN and e.get(fact) is not None})
             if vals:
                 parts.append(f"{scope} {fact}: {', '.join(vals[:6])}")
             continue
@@ -37,12 +38,12 @@ def seen(adv: Advisory, facts: Facts) -> str:
             continue
         done.add(fact)
         value = facts.get(fact)
-        if value is UNKNOWN:
+        if value is UNKNOWN or value is None:
             continue
         if isinstance(value, list):
-            if not value:
+            shown = sorted({str(v) for v in value if v is not UNKNOWN})
+            if not shown:
                 continue
-            shown = sorted({str(v) for v in value})
             value = ", ".join(shown[:6]) + (" ..." if len(shown) > 6 else "")
         parts.append(f"{fact}={value}")
     return "; ".join(parts)

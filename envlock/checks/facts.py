@@ -66,12 +66,20 @@ def cuda_majors_of(packages: Mapping[str, str]) -> List[int]:
 
 
 class Facts:
-    """Values by fact path, plus the element collections ``some`` iterates over."""
+    """Values by fact path, plus the element collections ``some`` iterates over.
+
+    ``get`` returns a value, ``None`` for a thing known to be absent (a package not in a
+    complete package list, an unset environment variable), or :data:`UNKNOWN`. ``packages``
+    None means the package list itself is unknown; ``libraries`` None means no library
+    probe ran.
+    """
 
     def __init__(self, values: Dict[str, Any], collections: Dict[str, Any],
                  packages: Optional[Mapping[str, str]], libraries: Optional[Dict[str, Any]],
-                 env: Optional[Mapping[str, str]]) -> None:
+                 env: Optional[Mapping[str, str]], *, packages_complete: bool = True) -> None:
         self._values = values
+        #: whether a package missing from ``packages`` is known absent (False: unknown)
+        self._packages_complete = packages_complete
         self._collections = collections
         self._packages = None if packages is None else {canonicalize_name(k): v
                                                          for k, v in packages.items()}
@@ -85,12 +93,15 @@ class Facts:
         if head == "package":
             if self._packages is None:
                 return UNKNOWN
-            return self._packages.get(canonicalize_name(rest), UNKNOWN)
+            name = canonicalize_name(rest)
+            if name in self._packages:
+                return self._packages[name]
+            # a complete package list that lacks it: known absent
+            return None if self._packages_complete else UNKNOWN
         if head == "env":
             if self._env is None:
                 return UNKNOWN
-            value = self._env.get(rest)
-            return UNKNOWN if value is None else value
+            return self._env.get(rest)  # the probe records every relevant variable: None = unset
         if head == "library":
             name, _, attr = rest.partition(".")
             if self._libraries is None:
@@ -106,7 +117,8 @@ class Facts:
 
     def as_dict(self) -> Dict[str, Any]:
         """A debugging view (``envlock doctor --facts``)."""
-        out = {k: v for k, v in self._values.items() if v is not UNKNOWN}
+        out = {k: ([x for x in v if x is not UNKNOWN] if isinstance(v, list) else v)
+               for k, v in self._values.items() if v is not UNKNOWN}
         if self._packages:
             out.update({f"package.{k}": v for k, v in self._packages.items()})
         if self._libraries:
@@ -140,8 +152,9 @@ def _gpu_facts(values: Dict[str, Any], elements: Sequence[Dict[str, Any]],
                arch_list: Optional[Sequence[str]]) -> None:
     values["gpu.count"] = len(elements)
     for key in ("name", "model", "arch", "segment", "form_factor", "cc", "mig", "lost"):
-        vals = [e[key] for e in elements if e[key] is not UNKNOWN]
-        values[f"gpu.{key}"] = vals
+        # UNKNOWN stays in the list: "some GPU is an H20" is unknown, not false, while one
+        # GPU's model is unknown (the evaluator reads list items three-valued).
+        values[f"gpu.{key}"] = [e[key] for e in elements]
     values["gpu.distinct_models"] = len({e["model"] if e["model"] is not UNKNOWN else e["name"]
                                          for e in elements})
     values["gpu.distinct_cc"] = len({e["cc"] for e in elements if e["cc"] is not UNKNOWN})
@@ -243,15 +256,20 @@ def facts_from_snapshot(snapshot: Snapshot, matrix: Optional[Matrix]) -> Facts:
                            "b_model": mb.id if mb else UNKNOWN})
     if hardware_known:
         values["link.count"] = len(link_elems)
-        values["link.kind"] = [e["kind"] for e in link_elems if e["kind"] is not UNKNOWN]
-        values["link.p2p"] = [e["p2p"] for e in link_elems if e["p2p"] is not UNKNOWN]
+        values["link.kind"] = [e["kind"] for e in link_elems]
+        values["link.p2p"] = [e["p2p"] for e in link_elems]
     else:
         values["link.count"] = values["link.kind"] = values["link.p2p"] = UNKNOWN
 
-    pk = snapshot.packages
-    majors = cuda_majors_of(pk)
-    values["packages.cuda_majors"] = majors
-    values["packages.cuda_major_count"] = len(majors)
+    # An empty package list means the snapshot did not list packages (a live Python always
+    # has some): unknown, not "no CUDA wheels installed".
+    pk: Optional[Mapping[str, str]] = snapshot.packages or None
+    if pk is None:
+        values["packages.cuda_majors"] = values["packages.cuda_major_count"] = UNKNOWN
+    else:
+        majors = cuda_majors_of(pk)
+        values["packages.cuda_majors"] = majors
+        values["packages.cuda_major_count"] = len(majors)
 
     tcuda: Any = UNKNOWN
     if tversion:
@@ -274,12 +292,13 @@ def facts_from_snapshot(snapshot: Snapshot, matrix: Optional[Matrix]) -> Facts:
             values[f"torch.{key}"] = UNKNOWN
     values["torch.driver_too_old"] = _torch_too_old(matrix, values["driver.version"], tcuda)
 
-    libs = _library_facts(snapshot.libraries) if snapshot.libraries else {}
+    # No library records: the probe did not run (or found nothing): every library unknown.
+    libs = _library_facts(snapshot.libraries) if snapshot.libraries else None
     lib_elems = [{"name": lib.name, "version": lib.version or UNKNOWN,
                   "owner": lib.owner or UNKNOWN, "selected": lib.selected,
                   "system": lib.owner is None} for lib in snapshot.libraries]
     collections = {"gpu": gpu_elems, "link": link_elems if hardware_known else UNKNOWN,
-                   "library": lib_elems}
+                   "library": lib_elems if snapshot.libraries else UNKNOWN}
     return Facts(values, collections, pk, libs, snapshot.env)
 
 
