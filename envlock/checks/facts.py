@@ -317,15 +317,31 @@ def _cuda_from_local(version: str) -> Optional[str]:
 def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str],
                     torch_version: Optional[str], torch_cuda: Optional[str],
                     arch_list: Optional[Sequence[str]], packages: Mapping[str, str],
-                    libraries: Mapping[str, str], python: Optional[str] = None) -> Facts:
+                    libraries: Mapping[str, str], python: Optional[str] = None,
+                    platform: Optional[str] = None, glibc: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None,
+                    packages_complete: bool = False, libraries_complete: bool = True) -> Facts:
     """Facts of the environment a lock *would* produce (for the resolver).
 
-    Host facts, links and environment variables are unknown here, so advisories about
-    them never fire during resolution; packages and libraries are the planned pins.
+    Known: the target's GPUs, Python, platform (``host.machine``) and glibc, the planned
+    pins and the libraries the matrix derives for the build. A library missing from
+    ``libraries`` is unknown. A package missing from ``packages`` is known absent only when
+    ``packages_complete`` (the build's pins are known and nothing else is requested);
+    otherwise unknown. Links and environment variables the lock does not set are unknown
+    (``env`` None). Without a driver, ``torch.driver_too_old`` is False: the lock states
+    the driver minimum the build needs, and verify holds the machine to it.
     """
     values: Dict[str, Any] = {f"host.{k}": UNKNOWN for k in (
         "os", "distro", "kernel", "machine", "glibc", "container", "virtualization", "iommu",
         "shm_bytes")}
+    if platform is not None:
+        from envlock.platforms import PLATFORM_INFO
+
+        info = PLATFORM_INFO.get(platform)
+        if info is not None:
+            values["host.machine"] = info[2]
+            if info[0] == "Linux" and glibc:
+                values["host.glibc"] = glibc
     values["python.version"] = python or UNKNOWN
     values["driver.present"] = True if driver else UNKNOWN
     values["driver.version"] = driver or UNKNOWN
@@ -342,8 +358,11 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
     _gpu_facts(values, elems, arch_list)
     values["link.count"] = values["link.kind"] = values["link.p2p"] = UNKNOWN
     majors = cuda_majors_of(packages)
-    values["packages.cuda_majors"] = majors
-    values["packages.cuda_major_count"] = len(majors)
+    if packages_complete or len(majors) >= 2:
+        values["packages.cuda_majors"] = majors
+        values["packages.cuda_major_count"] = len(majors)
+    else:
+        values["packages.cuda_majors"] = values["packages.cuda_major_count"] = UNKNOWN
     values["torch.version"] = torch_version or UNKNOWN
     values["torch.cuda"] = torch_cuda or UNKNOWN
     values["torch.cuda_major"] = int(torch_cuda.split(".")[0]) if torch_cuda else UNKNOWN
@@ -351,8 +370,8 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
     values["torch.arch_list"] = list(arch_list) if arch_list is not None else UNKNOWN
     values["torch.cudnn"] = libraries.get("cudnn", UNKNOWN)
     values["torch.nccl"] = libraries.get("nccl", UNKNOWN)
-    values["torch.driver_too_old"] = _torch_too_old(matrix, values["driver.version"],
-                                                    values["torch.cuda"])
+    values["torch.driver_too_old"] = (_torch_too_old(matrix, driver, values["torch.cuda"])
+                                      if driver else (False if torch_version else UNKNOWN))
     libs: Dict[str, Dict[str, Any]] = {}
     for name, version in libraries.items():
         libs[name] = {"version": version, "copies": 1, "versions": 1, "system": False}
@@ -362,4 +381,7 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
                   "system": False} for n, i in libs.items()]
     pk = {str(canonicalize_name(k)): base_version(v) if k != "torch" else v
           for k, v in packages.items()}
-    return Facts(values, {"gpu": elems, "link": UNKNOWN, "library": lib_elems}, pk, libs, None)
+    collections = {"gpu": elems, "link": UNKNOWN,
+                   "library": lib_elems if libraries_complete else UNKNOWN}
+    return Facts(values, collections, pk, libs, env,
+                 packages_complete=packages_complete)
