@@ -10,7 +10,7 @@ fact paths is :data:`envlock.matrix.conditions.FACTS`.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.utils import canonicalize_name
 
@@ -76,10 +76,13 @@ class Facts:
 
     def __init__(self, values: Dict[str, Any], collections: Dict[str, Any],
                  packages: Optional[Mapping[str, str]], libraries: Optional[Dict[str, Any]],
-                 env: Optional[Mapping[str, str]], *, packages_complete: bool = True) -> None:
+                 env: Optional[Mapping[str, str]], *, packages_complete: bool = True,
+                 unknown_prefixes: Tuple[str, ...] = ()) -> None:
         self._values = values
         #: whether a package missing from ``packages`` is known absent (False: unknown)
         self._packages_complete = packages_complete
+        #: names that stay unknown when missing, even from a complete list
+        self._unknown_prefixes = unknown_prefixes
         self._collections = collections
         self._packages = None if packages is None else {canonicalize_name(k): v
                                                          for k, v in packages.items()}
@@ -97,7 +100,9 @@ class Facts:
             if name in self._packages:
                 return self._packages[name]
             # a complete package list that lacks it: known absent
-            return None if self._packages_complete else UNKNOWN
+            if self._packages_complete and not name.startswith(self._unknown_prefixes):
+                return None
+            return UNKNOWN
         if head == "env":
             if self._env is None:
                 return UNKNOWN
@@ -320,7 +325,8 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
                     libraries: Mapping[str, str], python: Optional[str] = None,
                     platform: Optional[str] = None, glibc: Optional[str] = None,
                     env: Optional[Mapping[str, str]] = None,
-                    packages_complete: bool = False, libraries_complete: bool = True) -> Facts:
+                    packages_complete: bool = False, libraries_complete: bool = True,
+                    unknown_prefixes: Tuple[str, ...] = ()) -> Facts:
     """Facts of the environment a lock *would* produce (for the resolver).
 
     Known: the target's GPUs, Python, platform (``host.machine``) and glibc, the planned
@@ -328,7 +334,9 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
     ``libraries`` is unknown. A package missing from ``packages`` is known absent only when
     ``packages_complete`` (the build's pins are known and nothing else is requested);
     otherwise unknown. Links and environment variables the lock does not set are unknown
-    (``env`` None). Without a driver, ``torch.driver_too_old`` is False: the lock states
+    (``env`` None). ``unknown_prefixes``: package names that stay unknown even in a
+    complete list (the CUDA wheels of a build whose pins the matrix does not know; such a
+    build's CUDA wheels, if any, are of its own CUDA major). Without a driver, ``torch.driver_too_old`` is False: the lock states
     the driver minimum the build needs, and verify holds the machine to it.
     """
     values: Dict[str, Any] = {f"host.{k}": UNKNOWN for k in (
@@ -358,6 +366,8 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
     _gpu_facts(values, elems, arch_list)
     values["link.count"] = values["link.kind"] = values["link.p2p"] = UNKNOWN
     majors = cuda_majors_of(packages)
+    if unknown_prefixes and torch_cuda:
+        majors = sorted(set(majors) | {int(torch_cuda.split(".")[0])})
     if packages_complete or len(majors) >= 2:
         values["packages.cuda_majors"] = majors
         values["packages.cuda_major_count"] = len(majors)
@@ -384,4 +394,4 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
     collections = {"gpu": elems, "link": UNKNOWN,
                    "library": lib_elems if libraries_complete else UNKNOWN}
     return Facts(values, collections, pk, libs, env,
-                 packages_complete=packages_complete)
+                 packages_complete=packages_complete, unknown_prefixes=unknown_prefixes)

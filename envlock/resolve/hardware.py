@@ -102,15 +102,17 @@ def plan_facts(matrix: Matrix, target: TargetSpec, variant: TorchVariant,
                complete: Optional[bool] = None) -> Facts:
     """The facts of the environment a lock with this build would give.
 
-    Without ``packages``, the packages are the build's planned pins, complete only when the
-    pins are known (a user's extra requirements can add packages: the caller says so with
-    ``complete``). Library versions are the derived ones unless ``libraries`` is given.
+    Without ``packages``, the packages are the build's planned pins; ``complete`` says
+    whether nothing else is installed (False when the user adds requirements: the closure
+    judges those later). CUDA wheels stay unknown when the build's pins are not known.
+    Library versions are the derived ones unless ``libraries`` is given.
     """
     libs = libs if libs is not None else build_libraries(matrix, variant)
+    unknown_prefixes: Tuple[str, ...] = ()
     if packages is None:
         packages = planned_packages(variant, libs.pins if libs.pins != variant.pins else None)
-        if complete is None:
-            complete = libs.pins_known
+        if not libs.pins_known:
+            unknown_prefixes = ("nvidia-", "cuda-")
     return facts_from_plan(
         matrix, gpus=target.gpus, driver=target.driver,
         torch_version=variant.version_string, torch_cuda=variant.cuda,
@@ -118,7 +120,8 @@ def plan_facts(matrix: Matrix, target: TargetSpec, variant: TorchVariant,
         packages=packages,
         libraries=libraries if libraries is not None else dict(libs.versions),
         python=target.python, platform=target.platform, glibc=target.glibc,
-        packages_complete=bool(complete), libraries_complete=not libs.unknown)
+        packages_complete=bool(complete), libraries_complete=not libs.unknown,
+        unknown_prefixes=unknown_prefixes)
 
 
 def judge_build(matrix: Matrix, facts: Facts) -> List[Verdict]:
@@ -256,6 +259,7 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
                 continue
             clean.append(c)
         if clean:
+            steps.extend(_unknown_steps(clean))
             break
 
     if not clean:
@@ -301,6 +305,29 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
                   libraries=best.libs)
 
 
+def _unknown_steps(group: Sequence[_Candidate]) -> List[str]:
+    """Decision lines for unknown advisories: one line when every build shares it."""
+    lines = []
+    ids = sorted({vd.advisory.id for c in group for vd in c.unknown})
+    for aid in ids:
+        having = [(c, vd) for c in group for vd in c.unknown if vd.advisory.id == aid]
+        if len(having) == len(group) and len(group) > 1:
+            facts = sorted({f for _, vd in having for f in vd.outcome.unknown})
+            lines.append(f"{aid} is unknown for every qualifying build of torch "
+                         f"{group[0].variant.release} ({', '.join(facts)} unknown)")
+            continue
+        for c, vd in having:
+            assert c.libs is not None
+            libs = c.libs
+            why = "; ".join(sorted({libs.unknown[p.split(".")[1]] for p in vd.outcome.unknown
+                                    if p.startswith("library.")
+                                    and p.split(".")[1] in libs.unknown}))
+            lines.append(f"{aid} is unknown for {c.label()}: {', '.join(vd.outcome.unknown)} "
+                         f"unknown" + (f" ({why})" if why else "")
+                         + "; ranked below builds where it is known false or fixable")
+    return lines
+
+
 def _short(v: TorchVariant) -> str:
     return f"{v.version_string}" + (" from PyPI" if v.on_pypi else "")
 
@@ -310,8 +337,7 @@ def _judge_candidate(matrix: Matrix, target: TargetSpec, c: _Candidate, complete
     """Judge every advisory on one build; False when one rules the build out."""
     libs = build_libraries(matrix, c.variant)
     c.libs = libs
-    facts = plan_facts(matrix, target, c.variant, libs,
-                       complete=libs.pins_known and complete)
+    facts = plan_facts(matrix, target, c.variant, libs, complete=complete)
     overrides: List[Requirement] = []
     applied: List[AppliedAdvisory] = []
     unknown: List[Verdict] = []
@@ -320,13 +346,6 @@ def _judge_candidate(matrix: Matrix, target: TargetSpec, c: _Candidate, complete
         if value is None:
             if action in ("exclude", "override"):
                 unknown.append(vd)
-                why = "; ".join(sorted({libs.unknown[p.split(".")[1]] for p in vd.outcome.unknown
-                                        if p.startswith("library.")
-                                        and p.split(".")[1] in libs.unknown}))
-                steps.append(f"{adv.id} is unknown for {c.label()}: "
-                             f"{', '.join(vd.outcome.unknown)} unknown"
-                             + (f" ({why})" if why else "")
-                             + "; ranked below builds where it is known")
             continue
         if value is False:
             continue
@@ -372,10 +391,15 @@ def _decision(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Opti
         forced = f" (--cuda {cuda})" if cuda else ""
         newest = max((V(c.variant.cuda) for c in clean if c.variant.release == v.release
                       and c.variant.cuda), default=V(v.cuda or "0"))
-        what = ("is the newest CUDA line" if V(v.cuda or "0") >= newest else
-                "ranks first (newer CUDA lines have unknown advisories)")
-        lines.append(f"{v.tag} (CUDA {v.cuda}) from {where} {what}{runs}"
-                     f"{forced}; qualifying builds of {v.release}: {', '.join(same)}")
+        if V(v.cuda or "0") >= newest:
+            lines.append(f"{v.tag} (CUDA {v.cuda}) from {where} is the newest CUDA line{runs}"
+                         f"{forced}; qualifying builds of {v.release}: {', '.join(same)}")
+        else:
+            runs = f", which driver {target.driver} runs ({best.driver_how})," \
+                if target.driver else ""
+            lines.append(f"{v.tag} (CUDA {v.cuda}) from {where}{runs} ranks first{forced}: "
+                         f"newer CUDA lines have advisories the matrix cannot rule out; "
+                         f"qualifying builds of {v.release}: {', '.join(same)}")
         for g in target.gpus:
             cov = gpu_coverage(v, g)
             assert cov is not None

@@ -28,8 +28,11 @@ def choose(gpus: Sequence[str], driver: Optional[str] = None, spec: str = "",
 CHOICES = [
     # gpus, driver, torch spec, cuda, python, platform -> release, tag, from PyPI
     (["H20"], None, "", None, "3.11", "linux_x86_64", "2.15.0", "cu132", True),
-    # 535 runs CUDA 12.x through minor-version compatibility; cu124 is the newest 12.x of 2.4
-    (["H20"], "535.104.05", ">=2.4,<2.5", None, "3.10", "linux_x86_64", "2.4.1", "cu124", False),
+    # 535 runs CUDA 12.x through minor-version compatibility. cu124 is the newest 12.x of 2.4,
+    # but the matrix does not know its cuBLAS (pins partial): the H20 SIGFPE advisory is
+    # unknown there, so the PyPI cu121 build, known to need and get the cuBLAS override,
+    # ranks first (issue 10: unknown is not safe)
+    (["H20"], "535.104.05", ">=2.4,<2.5", None, "3.10", "linux_x86_64", "2.4.1", "cu121", True),
     (["H20"], None, "", "12.1", "3.11", "linux_x86_64", "2.5.1", "cu121", False),
     # Volta: cu128 dropped it in 2.11 and CUDA 13 cannot compile it; cu126 still has sm_70
     (["V100"], None, ">=2.11", None, "3.11", "linux_x86_64", "2.14.1", "cu126", False),
@@ -127,5 +130,12 @@ def test_decision_is_recorded() -> None:
     c = choose(["H20"], driver="535.104.05", spec=">=2.4,<2.5")
     text = "\n".join(c.decision)
     assert "torch 2.4.1 is the newest release allowed by <2.5,>=2.4" in text
-    assert "that driver 535.104.05 runs (minor-version compatibility)" in text
+    # issue 10: cu124 (run through minor-version compatibility) no longer wins, its cuBLAS
+    # is unknown; the decision says why the cu121 build ranks first, and each step
+    assert ("cu121 (CUDA 12.1) from PyPI, which driver 535.104.05 runs (full), ranks first: "
+            "newer CUDA lines have advisories the matrix cannot rule out") in text
+    assert ("h20-cublas121-sigfpe is unknown for torch 2.4.1+cu124 "
+            "(https://download.pytorch.org/whl/cu124): library.cublas.version") in text
+    assert ("h20-cublas121-sigfpe applies to torch 2.4.1 (PyPI) (gpu.model=h20, "
+            "library.cublasLt.version=12.1.3.1): override nvidia-cublas-cu12==12.4.5.8") in text
     assert "NVIDIA H20 is sm_90 (Hopper); this build runs on it with SASS sm_90" in text
