@@ -6,7 +6,9 @@ condition judged on the machine (three-valued, :func:`envlock.checks.conditions.
 
 Evidence levels, strongest first (``envlock.checks.finding.EVIDENCE``):
 
-* ``pattern``: one of the advisory's ``symptoms`` regular expressions matched a log line;
+* ``pattern``: one of the advisory's ``symptoms`` regular expressions matched a log line,
+  and the matched text is more than a process death (a symptom that only matches
+  ``exitcode: -8`` or "Floating point exception (core dumped)" counts as a signal);
 * ``signal``: only a process death the log shows (``exitcode: -8``, ``Signal 11
   (SIGSEGV)``, "Bus error", a collective timeout) that the advisory lists in ``signals``.
 
@@ -40,7 +42,7 @@ from envlock.checks.facts import Facts
 from envlock.checks.finding import EVIDENCE, Finding
 from envlock.matrix.matrix import Matrix
 
-__all__ = ["SIGNAL_PATTERNS", "signals_in", "rank_logs", "triage_logs", "log_findings",
+__all__ = ["SIGNAL_PATTERNS", "signals_in", "only_a_death", "rank_logs", "triage_logs", "log_findings",
            "LogMatch", "LogTriage", "RuledOut"]
 
 SIGNAL_PATTERNS: Dict[str, Tuple[str, ...]] = {
@@ -108,6 +110,22 @@ def signals_in(text: str) -> Set[str]:
     return found
 
 
+#: words that describe a process death around a signal marker ("Caught signal 8 (Floating
+#: point exception: integer divide by zero)", "Signal 11 (SIGSEGV) received by PID 7")
+_DEATH_WORDS = re.compile(r"caught|fatal python error|core dumped|received by pid|integer divide "
+                          r"by zero|traceback|exit ?code|[\W\d_]", re.IGNORECASE)
+
+
+def only_a_death(text: str) -> bool:
+    """Whether a matched log text says no more than "the process died" (a signal or a
+    timeout): such a symptom match is ``signal`` evidence, not ``pattern`` evidence."""
+    rest = text
+    for patterns in SIGNAL_PATTERNS.values():
+        for p in patterns:
+            rest = re.sub(p, " ", rest, flags=re.IGNORECASE)
+    return len(_DEATH_WORDS.sub("", rest)) < 4
+
+
 def _sort_key(m: LogMatch) -> Tuple[object, ...]:
     return (EVIDENCE.index(m.level), bool(m.not_confirmed), -m.score, m.advisory)
 
@@ -124,6 +142,7 @@ def triage_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
     bare: List[LogMatch] = []
     for adv in matrix.advisories.values():
         score = 0.0
+        specific = False
         evidence: List[str] = []
         for pat in adv.symptoms:
             rx = re.compile(pat, re.IGNORECASE)
@@ -132,8 +151,11 @@ def triage_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
                 if m:
                     score += 1.0 + min(len(pat), 80) / 80.0
                     evidence.append(f"{origin}: {_line_of(text, m.start())}")
+                    # a symptom whose matched text is only a process death ("exitcode: -8",
+                    # "Floating point exception (core dumped)") is a signal, not a pattern
+                    specific = specific or not only_a_death(m.group(0))
                     break
-        level = "pattern" if score > 0 else "signal"
+        level = "pattern" if specific else "signal"
         for s in sorted(set(adv.signals) & sigs):
             score += 0.75
             evidence.append(f"process death: {s}")
