@@ -106,6 +106,14 @@ def _ver(text: str) -> Optional[Version]:
         return None
 
 
+@lru_cache(maxsize=16384)
+def _in_spec(value: str, spec: str) -> Tri:
+    v = _ver(value)
+    if v is None:
+        return None
+    return _spec(spec).contains(v, prereleases=True)
+
+
 @lru_cache(maxsize=512)
 def _rx(pattern: str) -> "re.Pattern[str]":
     return re.compile(pattern, re.IGNORECASE)
@@ -125,24 +133,32 @@ def _uniq(items: Iterable[str]) -> Tuple[str, ...]:
     return tuple(sorted(set(items)))
 
 
-def _combine(parts: List[Outcome], conj: bool) -> Outcome:
-    """``all`` (conj) or ``any``: the dominating value decides; its parts explain it."""
+def _combine(parts: Iterable[Outcome], conj: bool) -> Outcome:
+    """``all`` (conj) or ``any``: the dominating value decides (and stops the evaluation:
+    Kleene connectives short-circuit on False/True); its part explains it."""
     dominant = not conj  # False dominates all, True dominates any
-    hits = [p for p in parts if p.value is dominant]
-    if hits:
-        return Outcome(dominant, (), hits[0].because)
-    unknown = [p for p in parts if p.value is None]
-    if unknown:
-        return Outcome(None, _uniq(u for p in unknown for u in p.unknown), ())
-    return Outcome(not dominant, (), _uniq(b for p in parts for b in p.because))
+    unknown: List[str] = []
+    decided: List[str] = []
+    seen_unknown = False
+    for p in parts:
+        if p.value is dominant:
+            return Outcome(dominant, (), p.because)
+        if p.value is None:
+            seen_unknown = True
+            unknown.extend(p.unknown)
+        else:
+            decided.extend(p.because)
+    if seen_unknown:
+        return Outcome(None, _uniq(unknown), ())
+    return Outcome(not dominant, (), _uniq(decided))
 
 
 def _eval(cond: Mapping[str, Any], get: Callable[[str], Any], facts: Facts,
           scope: Optional[str]) -> Outcome:
     if "all" in cond:
-        return _combine([_eval(c, get, facts, scope) for c in cond["all"]], conj=True)
+        return _combine((_eval(c, get, facts, scope) for c in cond["all"]), conj=True)
     if "any" in cond:
-        return _combine([_eval(c, get, facts, scope) for c in cond["any"]], conj=False)
+        return _combine((_eval(c, get, facts, scope) for c in cond["any"]), conj=False)
     if "not" in cond:
         r = _eval(cond["not"], get, facts, scope)
         return Outcome(kleene_not(r.value), r.unknown, r.because)
@@ -152,11 +168,10 @@ def _eval(cond: Mapping[str, Any], get: Callable[[str], Any], facts: Facts,
         if elems is UNKNOWN:
             return Outcome(None, (f"{coll}s",), ())
         where = cond["where"]
-        parts = [_eval(where, lambda p, e=e: e.get(p, UNKNOWN), facts, coll) for e in elems]
-        out = _combine(parts, conj=False)
-        if out.value is False and not parts:
+        if not elems:
             return Outcome(False, (), (f"{coll}s=none",))
-        return out
+        return _combine((_eval(where, lambda p, e=e: e.get(p, UNKNOWN), facts, coll)
+                         for e in elems), conj=False)
     return _leaf(cond, get, scope)
 
 
@@ -221,10 +236,7 @@ def _test(test: str, value: Any, expected: Any, typ: str) -> Tri:
     if test == "matches":
         return bool(_rx(str(expected)).search(str(value)))
     if test == "version":
-        v = _ver(str(value))
-        if v is None:
-            return None
-        return _spec(str(expected)).contains(v, prereleases=True)
+        return _in_spec(str(value), str(expected))
     # ordering tests
     if isinstance(value, bool):
         return None

@@ -211,7 +211,9 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
     """The build for ``target``; ``target_requirements`` names what the user adds to torch
     (their packages are unknown to the hardware choice: the closure judges them later)."""
     pool = matrix.variants_for(platform=target.platform)
-    allowed = [v for v in pool if spec.contains(V(v.release), prereleases=True)]
+    releases = {v.release for v in pool}
+    ok = {r for r in releases if spec.contains(V(r), prereleases=True)}
+    allowed = [v for v in pool if v.release in ok]
     if target.cpu:
         base = [v for v in allowed if v.tag == "cpu"]
     else:
