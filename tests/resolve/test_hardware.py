@@ -4,7 +4,8 @@ matrix facts (arch lists measured in the wheels, NVIDIA driver tables)."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
 import pytest
 from packaging.specifiers import SpecifierSet
@@ -139,3 +140,86 @@ def test_decision_is_recorded() -> None:
     assert ("h20-cublas121-sigfpe applies to torch 2.4.1 (PyPI) (gpu.model=h20, "
             "library.cublasLt.version=12.1.3.1): override nvidia-cublas-cu12==12.4.5.8") in text
     assert "NVIDIA H20 is sm_90 (Hopper); this build runs on it with SASS sm_90" in text
+
+
+# -- issue 10: H20 across torch 2.1-2.4, offline with an empty cache and against loopback
+# indexes. The hermetic 2.1.x PyTorch-index wheels bundle cuBLAS 12.1.3.1 (CUDA 12.1.1's
+# component) where no override reaches; the PyPI build with the cuBLAS override wins, and
+# a build whose cuBLAS the matrix does not know (2.4 cu124, pins partial) ranks below it.
+
+H20_RELEASES = ["2.1.0", "2.1.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1"]
+
+
+def _h20_lock_checks(lock: dict, release: str) -> None:
+    t = lock["target"][0]
+    assert t["torch"]["version"] == release and t["torch"]["on-pypi"] is True, t["torch"]
+    pk = {p["name"]: p for p in t["package"]}
+    assert pk["nvidia-cublas-cu12"]["version"] == "12.4.5.8"
+    advs = {(a["id"], a["action"]) for a in t["advisory"]}
+    assert ("h20-cublas121-sigfpe", "override") in advs
+    assert t["libraries"]["cublas"] == "12.4.5.8"
+
+
+@pytest.mark.parametrize("release", H20_RELEASES)
+def test_h20_table_offline_with_an_empty_cache(release: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from envlock import _toml
+    from support.cli import run_cli
+
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "empty-cache"))
+    out = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--gpu", "H20", "--torch", f"=={release}", "--offline",
+                "-o", str(out), "-v")
+    assert r.code == 0, r.err
+    lock = _toml.loads(out.read_text())
+    _h20_lock_checks(lock, release)
+    assert lock["target"][0]["closure"] == "gpu-core"
+    decision = "\n".join(lock["target"][0]["decision"])
+    if release.startswith("2.1."):
+        assert ("but its override cannot replace a library bundled inside the torch wheel "
+                "(cublas 12.1.3.1 bundled in the wheel from CUDA 12.1.1): build disqualified"
+                ) in decision
+        assert f"(excluded {release}+cu121)" in r.out
+    if release == "2.4.1":
+        assert "h20-cublas121-sigfpe is unknown for torch 2.4.1+cu124" in decision
+
+
+@pytest.fixture(scope="module")
+def h20_world(tmp_path_factory: pytest.TempPathFactory):
+    from support.index_server import IndexServer
+    from support.torch_world import add_package, add_torch_release
+
+    tmp = tmp_path_factory.mktemp("h20world")
+    with IndexServer() as srv:
+        pypi = srv.add_index("pypi")
+        done: dict = {}
+        for rel in ("2.1.2", "2.2.2", "2.3.1", "2.4.1"):
+            add_torch_release(pypi, tmp, rel, done=done)
+        add_package(pypi, tmp, "nvidia-cublas-cu12", "12.4.5.8")
+        cu121 = srv.add_index("pytorch-cu121", prefix="pytorch/cu121")
+        # the hermetic 2.1.2+cu121 wheel: no nvidia-* requirements, cuBLAS inside
+        add_torch_release(cu121, tmp, "2.1.2", local="cu121",
+                          requires=["filelock", "typing-extensions", "sympy", "networkx",
+                                    "jinja2", "fsspec"], deps_index=pypi, done=dict(done))
+        yield srv
+
+
+@pytest.mark.parametrize("release", ["2.1.2", "2.2.2", "2.3.1", "2.4.1"])
+def test_h20_table_against_loopback_indexes(h20_world: Any, release: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from envlock import _toml
+    from support.cli import run_cli
+
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--index-url", h20_world.url("pypi"),
+                "--pytorch-index-url", f"{h20_world.base}/pytorch", "--gpu", "H20",
+                "--torch", f"=={release}", "-o", str(out))
+    assert r.code == 0, r.err
+    lock = _toml.loads(out.read_text())
+    _h20_lock_checks(lock, release)
+    t = lock["target"][0]
+    assert t["closure"] == "full"
+    pk = {p["name"]: p for p in t["package"]}
+    assert pk["torch"]["version"] == release and pk["torch"]["index"] == h20_world.url("pypi")
+    assert all(f["sha256"] for f in pk["nvidia-cublas-cu12"]["files"])
