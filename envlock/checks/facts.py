@@ -336,7 +336,8 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
     otherwise unknown. Links and environment variables the lock does not set are unknown
     (``env`` None). ``unknown_prefixes``: package names that stay unknown even in a
     complete list (the CUDA wheels of a build whose pins the matrix does not know; such a
-    build's CUDA wheels, if any, are of its own CUDA major). Without a driver, ``torch.driver_too_old`` is False: the lock states
+    build's CUDA wheels, if any, are of its own CUDA major). Without a driver,
+    ``torch.driver_too_old`` is False: the lock states
     the driver minimum the build needs, and verify holds the machine to it.
     """
     values: Dict[str, Any] = {f"host.{k}": UNKNOWN for k in (

@@ -42,8 +42,8 @@ from envlock.checks.facts import Facts
 from envlock.checks.finding import EVIDENCE, Finding
 from envlock.matrix.matrix import Matrix
 
-__all__ = ["SIGNAL_PATTERNS", "signals_in", "only_a_death", "rank_logs", "triage_logs", "log_findings",
-           "LogMatch", "LogTriage", "RuledOut"]
+__all__ = ["SIGNAL_PATTERNS", "signals_in", "only_a_death", "rank_logs", "triage_logs",
+           "log_findings", "match_finding", "LogMatch", "LogTriage", "RuledOut"]
 
 SIGNAL_PATTERNS: Dict[str, Tuple[str, ...]] = {
     "SIGFPE": (r"\bsignal 8\b", r"\bSIGFPE\b", r"exit ?code\s*:?\s*-8\b",

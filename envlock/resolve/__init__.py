@@ -198,24 +198,22 @@ def _rejudge(matrix: Matrix, spec: TargetSpec, choice: Choice,
     have = {a.id for a in advisories if a.action != "may-apply"}
     for a in advisories:
         vd = verdicts.get(a.id)
-        if not a.unknown or vd is None:
+        # a floor override already applied changed the packages it is judged on: keep it
+        if not a.unknown or vd is None or a.action == "override":
             out.append(a)
             continue
         if vd.outcome.value is False:
             notes.append(f"{a.id} ruled out on the resolved packages "
                          f"({', '.join(vd.outcome.because)})")
-            if a.action == "override":
-                extra_note = "its floor override stays (it cannot hurt)"
-                notes.append(f"{a.id}: {extra_note}")
             continue
         if vd.outcome.value is None:
             out.append(AppliedAdvisory(a.id, a.action, a.summary, a.override,
                                        vd.outcome.unknown))
             continue
-        out.append(AppliedAdvisory(a.id, "override" if a.override else a.action, a.summary,
-                                   a.override))
-        notes.append(f"{a.id} confirmed on the resolved packages "
+        notes.append(f"{a.id} is true on the resolved packages "
                      f"({', '.join(vd.outcome.because)})")
+        if vd.action != "override":  # an exclude the chosen build could not avoid
+            out.append(AppliedAdvisory(a.id, "warning", a.summary))
     for aid, vd in verdicts.items():
         if vd.outcome.value is not True or vd.action != "override" or aid in have:
             continue
@@ -224,7 +222,8 @@ def _rejudge(matrix: Matrix, spec: TargetSpec, choice: Choice,
         out = [a for a in out if a.id != aid]
         adv = vd.advisory
         if choice.libraries is not None and bundled_conflict(adv, choice.libraries):
-            out.append(AppliedAdvisory(aid, "may-apply", adv.title))
+            out.append(AppliedAdvisory(aid, "warning", f"{adv.title} (its override cannot "
+                                                       f"replace the library in the wheel)"))
             notes.append(f"{aid} applies on the resolved packages but its override cannot "
                          f"replace a library bundled in the torch wheel")
             continue
