@@ -223,3 +223,31 @@ def test_h20_table_against_loopback_indexes(h20_world: Any, release: str, tmp_pa
     pk = {p["name"]: p for p in t["package"]}
     assert pk["torch"]["version"] == release and pk["torch"]["index"] == h20_world.url("pypi")
     assert all(f["sha256"] for f in pk["nvidia-cublas-cu12"]["files"])
+
+
+def test_unknown_advisories_are_recorded_as_may_apply_and_round_trip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline with an extra requirement, the packages it brings are unknown: advisories
+    about them may apply, and the lock names the unknown facts (and reads them back)."""
+    from envlock import _toml
+    from envlock.lock.io import load_lock
+    from support.cli import run_cli
+
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "empty-cache"))
+    out = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--gpu", "H20", "--torch", "==2.2.2", "--offline", "transformers",
+                "-o", str(out))
+    assert r.code == 0, r.err
+    raw = {a["id"]: a for a in _toml.loads(out.read_text())["target"][0]["advisory"]}
+    assert raw["numpy2-with-torch-before-2-3"]["action"] == "may-apply"
+    assert raw["numpy2-with-torch-before-2-3"]["unknown"] == ["package.numpy"]
+    assert "unknown" not in raw["h20-cublas121-sigfpe"]
+    assert ("advisory numpy2-with-torch-before-2-3 [may-apply]: NumPy 2.x with torch < 2.3 "
+            "(compiled against NumPy 1.x) (not confirmed: package.numpy unknown)") in r.out
+    lock = load_lock(out)
+    (numpy,) = [a for a in lock.targets[0].advisories if a.id == "numpy2-with-torch-before-2-3"]
+    assert numpy.unknown == ("package.numpy",) and not numpy.confirmed
+    # without extra requirements the package set is the build's own: nothing may apply
+    r = run_cli("resolve", "--gpu", "H20", "--torch", "==2.2.2", "--offline", "-o", str(out))
+    assert r.code == 0, r.err
+    assert [a.action for a in load_lock(out).targets[0].advisories] == ["override"]
