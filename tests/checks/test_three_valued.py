@@ -235,3 +235,25 @@ def test_healthy_snapshots_stay_silent(name: str) -> None:
     for f in doctor(snap, M, logs=[("log", HANG_LOG)]).findings:
         a = M.advisories.get(f.id)
         assert a is None or a.condition is None or evaluate(a.condition, facts) is not False
+
+
+def test_doctor_verbose_lists_ruled_out_advisories_with_their_facts(tmp_path: Path) -> None:
+    import json
+
+    from support.cli import run_cli
+
+    doc = copy.deepcopy(BASE)
+    doc.update(_gpus("NVIDIA A100-SXM4-80GB", "8.0"))
+    snap = tmp_path / "a100.json"
+    snap.write_text(json.dumps(doc))
+    log = tmp_path / "crash.log"
+    log.write_text(SIGFPE_LOG)
+    r = run_cli("doctor", "--snapshot", str(snap), "--log", str(log), "-v")
+    assert "[h20-cublas121-sigfpe]" not in r.out
+    assert ("ruled out: h20-cublas121-sigfpe (the log points at it; this machine has "
+            "gpu.model=a100-sxm4-80gb") in r.out, r.out
+    quiet = run_cli("doctor", "--snapshot", str(snap), "--log", str(log))
+    assert "ruled out" not in quiet.out
+    data = json.loads(run_cli("doctor", "--snapshot", str(snap), "--log", str(log),
+                              "--json").out)
+    assert "h20-cublas121-sigfpe" in [x["id"] for x in data["ruled_out"]]

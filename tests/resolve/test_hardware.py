@@ -251,3 +251,35 @@ def test_unknown_advisories_are_recorded_as_may_apply_and_round_trip(
     r = run_cli("resolve", "--gpu", "H20", "--torch", "==2.2.2", "--offline", "-o", str(out))
     assert r.code == 0, r.err
     assert [a.action for a in load_lock(out).targets[0].advisories] == ["override"]
+
+
+def _variant(release: str, tag: str, pypi: bool):
+    return next(v for v in M.variants_for(release=release, platform="linux_x86_64")
+                if v.tag == tag and v.on_pypi is pypi)
+
+
+def test_derived_library_facts_of_builds() -> None:
+    from dataclasses import replace
+
+    from envlock.matrix.rules import build_libraries
+
+    # hermetic wheel: cuBLAS from its CUDA release's components, bundled in the wheel
+    hermetic = build_libraries(M, _variant("2.1.2", "cu121", False))
+    assert hermetic.versions["cublas"] == M.cuda_releases["12.1.1"].components["cublas"]
+    assert {"cublas", "cublasLt", "cudnn"} <= hermetic.bundled
+    assert hermetic.source["cublas"] == "bundled in the wheel from CUDA 12.1.1"
+    # the PyPI build of the same release: the pinned wheel, nothing bundled
+    pypi = build_libraries(M, _variant("2.1.2", "cu121", True))
+    assert pypi.versions["cublas"] == "12.1.3.1" and not pypi.bundled
+    # an index build whose pins the matrix does not know, same tag as the PyPI build: the
+    # same wheel, so it shares the PyPI facts
+    same = replace(_variant("2.3.1", "cu121", False), pins_status="unknown", pins=(),
+                   libraries={})
+    shared = build_libraries(M, same)
+    assert shared.pins_known and shared.versions["cublas"] == "12.1.3.1"
+    assert shared.source["cublas"] == "the PyPI wheel of torch 2.3.1 (the same build)"
+    # no pins and no twin: unknown, with the reason
+    partial = build_libraries(M, _variant("2.4.1", "cu124", False))
+    assert "cublas" not in partial.versions and not partial.pins_known
+    assert partial.unknown["cublas"] == ("the matrix does not know the CUDA wheel requirements "
+                                         "of torch 2.4.1+cu124 (partial)")
