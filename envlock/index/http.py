@@ -251,12 +251,12 @@ class Transport:
                     r = session.get(url, headers=dict(headers), timeout=self.config.timeout,
                                     auth=auth, verify=verify, stream=True)
                     try:
-                        if r.status_code in RETRY_STATUSES:
-                            last_error = f"HTTP {r.status_code}"
-                            continue
                         body = self._read_body(r, url, limit)
                     finally:
                         r.close()
+                    if r.status_code in RETRY_STATUSES:
+                        last_error = f"HTTP {r.status_code}"
+                        continue
                 except IndexError_:
                     raise
                 except Exception as exc:  # noqa: BLE001 - requests' exception tree is wide
