@@ -263,7 +263,8 @@ class Transport:
                     import requests
 
                     self._check_state(state, url)
-                    if isinstance(exc, (requests.Timeout, requests.ConnectionError)):
+                    if isinstance(exc, (requests.Timeout, requests.ConnectionError,
+                                        requests.exceptions.ChunkedEncodingError)):
                         last_error = _short_error(exc)
                         continue
                     raise IndexError_(f"{redact(url)}: {_short_error(exc)}") from None
