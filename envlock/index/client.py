@@ -3,8 +3,12 @@
 * project pages from PEP 691 JSON or PEP 503 HTML (one request, JSON preferred);
 * a wheel's METADATA from its PEP 658 file (hash-checked), else by HTTP range reads of the
   wheel, else (servers without ranges) by downloading it; an sdist's PKG-INFO by download;
-* every result cached on disk: pages through HTTP validation, metadata by file hash
-  (content-addressed, so it never goes stale);
+* every result cached on disk: pages through HTTP validation, metadata by index URL and
+  file hash (so it never goes stale, and one index cannot plant metadata for another);
+  every cache path is a digest envlock computes, never text an index sent;
+* a hostile or broken index ends in one :class:`IndexError_` (exit 4): pages are checked
+  at the boundary (see :mod:`envlock.index.pages`), requests have a total deadline and a
+  size cap (:mod:`envlock.index.http`);
 * bounded concurrency for prefetching, used by the resolver to overlap network waits.
 """
 
@@ -14,9 +18,11 @@ import hashlib
 import io
 import json
 import os
+import struct
 import tarfile
 import threading
 import zipfile
+import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -223,19 +229,32 @@ class IndexClient:
                                       f"{algo} hash")
             return blob
         if dist.is_wheel:
+            cap = self.transport.max_page_bytes
             try:
-                z = self.remote_zip(dist)
-                entry = z.find(r"^[^/]+\.dist-info/METADATA$")
-                if entry is None:
+                try:
+                    z = self.remote_zip(dist)
+                    entry = z.find(r"^[^/]+\.dist-info/METADATA$")
+                    if entry is None:
+                        raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
+                    if cap is not None and entry.size > cap:
+                        raise IndexError_(f"{dist.filename}: METADATA of {entry.size} bytes is "
+                                          f"larger than {cap} (ENVLOCK_INDEX_MAX_PAGE_BYTES)")
+                    return z.read(entry, cap)
+                except _NoRanges:
+                    data = self.download(dist)
+                    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                        for info in zf.infolist():
+                            name = info.filename
+                            if name.count("/") == 1 and name.endswith(".dist-info/METADATA"):
+                                if cap is not None and info.file_size > cap:
+                                    raise IndexError_(f"{dist.filename}: METADATA is larger "
+                                                      f"than {cap} bytes") from None
+                                return zf.read(info)
                     raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
-                return z.read(entry)
-            except _NoRanges:
-                data = self.download(dist)
-                with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                    for name in zf.namelist():
-                        if name.count("/") == 1 and name.endswith(".dist-info/METADATA"):
-                            return zf.read(name)
-                raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
+            except (zipfile.BadZipFile, struct.error, zlib.error, ValueError, OverflowError,
+                    EOFError, NotImplementedError) as exc:
+                raise IndexError_(f"{dist.filename}: unreadable wheel "
+                                  f"({_first_line(exc)})") from None
         data = self.download(dist)
         return _sdist_pkg_info(data, dist.filename)
 

@@ -23,7 +23,7 @@ import os
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Mapping, Optional, Tuple
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 __all__ = ["IndexConfig", "load_index_config", "redact", "check_url", "PYPI_SIMPLE", "config_files"]
 

@@ -1,7 +1,10 @@
 """Distribution files and project pages of the simple repository API.
 
 Parses PEP 503 HTML (with the PEP 592/658/714 ``data-*`` attributes) and PEP 691 JSON
-into :class:`Dist` values. A page parses once and is cached in a compact JSON form, so
+into :class:`Dist` values. This is the boundary where index text becomes data, so it is
+checked here: a digest is exactly the right number of hex digits, a file name is a bare
+name (no path, no control characters) and a file of another project is dropped, links go
+to http(s) only, and anything else malformed raises :class:`MalformedPage`. A page parses once and is cached in a compact JSON form, so
 warm runs skip HTML entirely.
 """
 

@@ -262,3 +262,19 @@ def test_a_planted_parsed_page_in_the_cache_is_not_trusted(server: IndexServer,
     with _client(server, cache) as c:
         again = c.page(server.url("pypi"), "demo")
     assert [d.filename for d in again.dists] == [d.filename for d in first.dists] == [WHEEL]
+
+
+@pytest.mark.parametrize("status, body, headers", [
+    (200, b"not a zip at all", {}),                                  # no ranges: download
+    (206, b"PK\x05\x06" + b"\x00" * 5, {"Content-Range": "bytes 0-8/9"}),  # cut EOCD
+    (206, b"PK\x05\x06" + b"\x00" * 6 + b"\x01\x00" + b"\xff" * 8 + b"\x00\x00",
+     {"Content-Range": "bytes 0-21/22"}),                            # directory past the end
+])
+def test_an_unreadable_wheel_is_an_index_error(server: IndexServer, tmp_path: Path,
+                                               status: int, body: bytes, headers: dict) -> None:
+    server.raw[PAGE] = (200, _html(f'<a href="/files/pypi/{WHEEL}">{WHEEL}</a>'), "text/html")
+    server.raw[f"/files/pypi/{WHEEL}"] = (status, body, "application/octet-stream", headers)
+    with _client(server, tmp_path / "cache") as c:
+        d = c.page(server.url("pypi"), "demo").dists[0]
+        with pytest.raises(IndexError_, match=f"^{WHEEL}: "):
+            c.metadata(d)
