@@ -17,8 +17,8 @@ import threading
 import time
 from typing import Any, Optional
 
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3 import connection as _conn
+from urllib3 import connectionpool as _pool
 
 __all__ = ["RequestState", "DeadlineExceeded", "Cancelled", "bind", "current", "POOL_CLASSES"]
 
@@ -116,25 +116,26 @@ class _DeadlineSocket:
         return bytes(self._wait(self._sock.recv, bufsize, flags))
 
 
-class _HTTPConnection(HTTPConnection):
+# The classes keep urllib3's names: they appear in error messages users see.
+class HTTPConnection(_conn.HTTPConnection):
     def connect(self) -> None:
         super().connect()
         self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment]
 
 
-class _HTTPSConnection(HTTPSConnection):
+class HTTPSConnection(_conn.HTTPSConnection):
     def connect(self) -> None:
         super().connect()
         self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment]
 
 
-class _HTTPPool(HTTPConnectionPool):
-    ConnectionCls = _HTTPConnection
+class HTTPConnectionPool(_pool.HTTPConnectionPool):
+    ConnectionCls = HTTPConnection
 
 
-class _HTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _HTTPSConnection
+class HTTPSConnectionPool(_pool.HTTPSConnectionPool):
+    ConnectionCls = HTTPSConnection
 
 
 #: for ``PoolManager.pool_classes_by_scheme``
-POOL_CLASSES = {"http": _HTTPPool, "https": _HTTPSPool}
+POOL_CLASSES = {"http": HTTPConnectionPool, "https": HTTPSConnectionPool}
