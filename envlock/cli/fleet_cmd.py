@@ -128,7 +128,7 @@ def _offline(args: argparse.Namespace, out: Any) -> int:
 def _live(args: argparse.Namespace, out: Any, started: float) -> int:
     from envlock.fleet.compare import compare_fleet, describe_node
     from envlock.fleet.launch import expand_placeholders, launch_from_env, placeholder_values
-    from envlock.fleet.protocol import FleetSession
+    from envlock.fleet.protocol import FleetSession, Stopped
     from envlock.snapshot import Snapshot
 
     launch = launch_from_env(os.environ, endpoint=args.endpoint)
@@ -161,8 +161,14 @@ def _live(args: argparse.Namespace, out: Any, started: float) -> int:
                                                    matrix=matrix, target_name=args.target,
                                                    missing=missing, timeout=args.timeout),
         started=started)
+    stop = _StopOnSignal()
+    stopped = False
     try:
-        outcome = session.run()
+        with stop:
+            try:
+                outcome = session.run()
+            except Stopped as why:
+                outcome, stopped = session.stopped(why), True
         if outcome.result is not None:
             header = (f"envlock fleet ({launch.launcher}, {launch.world_size} rank"
                       f"{'s' if launch.world_size != 1 else ''})")
@@ -170,8 +176,37 @@ def _live(args: argparse.Namespace, out: Any, started: float) -> int:
         elif outcome.code != ExitCode.OK:
             out.error(f"envlock fleet: rank {launch.rank}: {outcome.line}")
     finally:
-        session.release()
+        if not stopped:
+            session.release()
     return outcome.code
+
+
+class _StopOnSignal:
+    """Within the block, SIGTERM raises :class:`Stopped`: torchrun sends it to every worker
+    when one fails (rank 0 killed, say), and a rank must then still say, in one line and
+    with exit 1, that the check never reached a verdict. Outside the main thread (where
+    Python allows no handler) it does nothing."""
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        from envlock.fleet.protocol import Stopped
+
+        self.previous: Any = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            raise Stopped(f"stopped by {signal.Signals(signum).name}")
+
+        self.previous = signal.signal(signal.SIGTERM, handler)
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
 
 
 def _emit(args: argparse.Namespace, out: Any, result: Any, header: str,

@@ -57,11 +57,18 @@ from envlock.fleet.fingerprint import NodeMessage
 from envlock.fleet.launch import Launch
 from envlock.snapshot import Snapshot
 
-__all__ = ["LiveOutcome", "FleetSession", "PREFIX", "verdict_line", "total_bound"]
+__all__ = ["LiveOutcome", "FleetSession", "PREFIX", "Stopped", "verdict_line", "total_bound"]
 
 PREFIX = "envlock-fleet"
 #: how long ranks wait for rank 0 to judge after its own deadline
 GRACE_S = 30.0
+#: the longest single c10d wait (signals are handled between two)
+WAIT_SLICE_S = 1.0
+
+
+class Stopped(BaseException):
+    """A signal asked this rank to stop (the CLI raises it from its SIGTERM handler): a
+    BaseException, so that no ``except Exception`` on the way swallows it."""
 
 
 def total_bound(timeout: float) -> float:
@@ -128,17 +135,21 @@ class _Meter:
 
     def wait(self, keys: Sequence[str], deadline: float) -> bool:
         """True when every key exists before ``deadline`` (monotonic seconds)."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if deadline - time.monotonic() <= 0:
             return self.check(keys)
         self._keys(keys)
-        try:
-            self.store.wait(list(keys), timedelta(seconds=remaining))
-            return True
-        except RuntimeError as exc:  # DistStoreError: the deadline passed
-            if "timeout" not in str(exc).lower():
-                raise
-            return False
+        # in slices: c10d's wait holds the thread in C++, where Python's signal handlers
+        # (SIGTERM from a launcher stopping the job, Ctrl-C) cannot run
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            try:
+                self.store.wait(list(keys), timedelta(seconds=min(remaining, WAIT_SLICE_S)))
+                return True
+            except RuntimeError as exc:  # DistStoreError: this slice ran out
+                if "timeout" not in str(exc).lower():
+                    raise
 
     def present(self, keys: Sequence[str]) -> List[str]:
         """The keys that exist (after a wait ran out): one check per key."""
@@ -352,7 +363,8 @@ class FleetSession:
                     return self._lead(store, own)
                 except BaseException as exc:
                     # never leave the others waiting for a verdict that cannot come
-                    line = f"rank 0 failed: {type(exc).__name__}: {_first_line(exc)}"
+                    line = (f"rank 0 was {exc}" if isinstance(exc, Stopped) else
+                            f"rank 0 failed: {type(exc).__name__}: {_first_line(exc)}")
                     store.set("v", json.dumps({"code": 1, "line": line[:300]}).encode())
                     store.set("bye", b"1")
                     raise
@@ -360,8 +372,9 @@ class FleetSession:
         except RuntimeError as exc:  # the store went away (its host died)
             host = f" ({self.rank0_host})" if self.rank0_host else ""
             owner = "torchrun agent" if L.agent_store else "rank 0"
-            return LiveOutcome(1, f"no answer from rank 0{host}: lost the fleet store at "
-                                  f"{where} ({owner}) before the verdict: {_first_line(exc)}")
+            who = "rank 0" if L.rank == 0 else f"no answer from rank 0{host}"
+            return LiveOutcome(1, f"{who}: lost the fleet store at {where} ({owner}) "
+                                  f"before the verdict: {_first_line(exc)}")
 
     def _follow(self, store: _Meter, own: Optional[_Probed]) -> LiveOutcome:
         deadline = self.give_up
@@ -379,6 +392,14 @@ class FleetSession:
         sent = store.sent + store.k + len(ack)
         store.set(ack, str(sent + len(str(sent))).encode())
         return LiveOutcome(int(verdict["code"]), str(verdict.get("line", "")))
+
+    def stopped(self, why: Stopped) -> LiveOutcome:
+        """What a rank stopped by a signal before the verdict reports (rank 0 named)."""
+        if self.launch.rank == 0:
+            return LiveOutcome(1, f"{why} before the verdict")
+        host = f" ({self.rank0_host})" if self.rank0_host else ""
+        return LiveOutcome(1, f"no verdict from rank 0{host}: {why} before it came (a "
+                              f"launcher stops every rank when one of them fails)")
 
     def _note_rank0(self, store: _Meter) -> None:
         try:
