@@ -56,7 +56,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                         "one rank per node under srun, or for tests on one machine")
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
                    help="how long rank 0 waits for every rank (default 120); ranks that "
-                        "have not answered by then are named and the verdict is drift")
+                        "have not answered by then are named and the verdict is drift. A "
+                        "rank that cannot reach the store gives up after SECONDS; every "
+                        "rank has exited SECONDS + min(SECONDS, 10) + 30 s after it started, "
+                        "whatever failed")
     p.add_argument("--endpoint", metavar="HOST:PORT",
                    help="where rank 0 hosts the store (default: $MASTER_ADDR:$MASTER_PORT, "
                         "or torchrun's own store; under srun the first node of the job)")
@@ -202,7 +205,7 @@ class _StopOnSignal:
 
         self.previous = signal.signal(signal.SIGTERM, handler)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         import signal
 
         if self.previous is not None:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Dict, Sequence
 
 import pytest
 from fleetkit import (
@@ -186,7 +186,7 @@ def test_rank0_killed_before_its_verdict_under_torchrun(tmp_path: Path) -> None:
     with SIGTERM: rank 1 exits 1 by itself and says that rank 0 never gave a verdict."""
     proc, codes = _harness_job(tmp_path, "codes", 3, die=[2], timeout="120")
     try:
-        child0, harness0 = wait_for("rank 0's pids", lambda: pids(codes, 0))  # type: ignore
+        _, harness0 = wait_for("rank 0's pids", lambda: pids(codes, 0))  # type: ignore
         child1, _ = wait_for("rank 1's pids", lambda: pids(codes, 1))  # type: ignore
         env = process_env(child1)
         key = f"envlock-fleet/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/r/1"
