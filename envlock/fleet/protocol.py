@@ -133,8 +133,9 @@ class _Meter:
         self._keys(keys)
         return bool(self.store.check(list(keys)))
 
-    def wait(self, keys: Sequence[str], deadline: float) -> bool:
-        """True when every key exists before ``deadline`` (monotonic seconds)."""
+    def wait(self, keys: Sequence[str], deadline: float, unless: Optional[str] = None) -> bool:
+        """True when every key exists before ``deadline`` (monotonic seconds); False at
+        the deadline, or as soon as the key ``unless`` exists."""
         if deadline - time.monotonic() <= 0:
             return self.check(keys)
         self._keys(keys)
@@ -150,6 +151,8 @@ class _Meter:
             except RuntimeError as exc:  # DistStoreError: this slice ran out
                 if "timeout" not in str(exc).lower():
                     raise
+            if unless is not None and self.store.check([unless]):
+                return False
 
     def present(self, keys: Sequence[str]) -> List[str]:
         """The keys that exist (after a wait ran out): one check per key."""
@@ -380,11 +383,13 @@ class FleetSession:
         deadline = self.give_up
         self._note_rank0(store)
         if own is not None and own.snapshot is not None:
-            if not store.wait(["want"], deadline):
+            # a verdict instead of the majority: rank 0 failed early and said so
+            if store.wait(["want"], deadline, unless="v"):
+                want = json.loads(store.get("want"))
+                if own.message.digest != want.get("m") or want.get("rep") == self.node:
+                    store.set(f"s/{self.node}", _pack(own.snapshot))
+            elif not store.check(["v"]):
                 return self._no_verdict(store, "the majority fingerprint")
-            want = json.loads(store.get("want"))
-            if own.message.digest != want.get("m") or want.get("rep") == self.node:
-                store.set(f"s/{self.node}", _pack(own.snapshot))
         if not store.wait(["v"], deadline):
             return self._no_verdict(store, "the verdict")
         verdict = json.loads(store.get("v"))
