@@ -6,8 +6,9 @@ torchrun stops every worker as soon as one fails, which would hide whether each 
 exits 1 on its own. Ranks listed in ``$FLEET_TEST_DIE_RANKS`` exit at once without
 running envlock: a node that dies before it answers. The child's process id and the
 harness's go to ``$FLEET_TEST_CODES/pid-<RANK>`` (written once complete), so that a test
-can kill a rank (the harness itself, or the child). A SIGTERM from torchrun reaches the child (torchrun
-signals the worker's process group); the harness outlives it to record the child's code.
+can kill a rank (the harness itself, or the child). A SIGTERM from torchrun reaches the
+child (torchrun signals the worker's process group); the harness outlives it to record
+the child's code.
 Nothing here reaches into envlock.
 """
 
