@@ -22,11 +22,19 @@ Rounds (``T`` is ``--timeout``; every wait has a deadline):
 3. rank 0 judges (:func:`~envlock.fleet.compare.compare_fleet`) and writes the verdict
    ``v = {"code": 0|1, "line": ...}``; every rank that arrived reads it, acknowledges with
    ``d/<rank> = <bytes it sent>`` and exits with that code. Ranks give up on the verdict
-   after ``T + min(T, 10 s) + 30 s`` and exit 1 naming what they waited for;
+   after ``T + min(T, 10 s) + 30 s`` (:func:`total_bound`, counted from their start) and
+   exit 1 naming rank 0 and what they waited for; a verdict that rank 0 failed (or was
+   stopped) ends every wait at once;
 4. rank 0 waits (briefly) for the acknowledgements, hands its result to the CLI to print
    and write, then writes ``bye``; the others leave after ``bye``. So rank 0's report is
    complete before any rank exits non-zero (torchrun kills the survivors of a failed
    worker), and under srun rank 0's store outlives every rank that still needs it.
+
+Joining: rank 0 (when it hosts the store) listens on the port before it imports torch;
+the others wait for a plain TCP connection until ``T`` after their start, so a rank 0
+that never started is reported after ``--timeout`` and a slow one is not mistaken for it.
+Rank 0 counts its ``T`` from when its store is up. Every c10d wait runs in slices of a
+second, so SIGTERM (torchrun stopping the job) and Ctrl-C are handled at once.
 
 Per rank this is 4-6 small requests plus one snapshot for nodes in a minority; rank 0 does
 O(nodes) work, once. Byte counts (keys and values as sent, not TCP framing) are measured
