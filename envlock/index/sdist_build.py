@@ -37,7 +37,7 @@ from email.parser import BytesHeaderParser
 from pathlib import Path, PurePosixPath
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from envlock.errors import BuildError, NoBuildError
+from envlock.errors import BuildError, IndexError_, NoBuildError
 
 __all__ = ["needs_build", "pkg_info", "build_metadata", "BuildSettings"]
 
@@ -93,8 +93,8 @@ def pkg_info(data: bytes, filename: str) -> Optional[bytes]:
                     f = tf.extractfile(member)
                     if f is not None:
                         return f.read()
-    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise BuildError(f"{filename}: unreadable sdist ({exc})") from None
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise IndexError_(f"{filename}: unreadable sdist ({exc})") from None
     return None
 
 

@@ -41,8 +41,8 @@ from envlock.index.pages import Dist
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 
-__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "PRERELEASE_MODES",
-           "opts_into_prereleases", "apply_overrides_to_direct"]
+__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "companion_versions",
+           "PRERELEASE_MODES", "opts_into_prereleases", "apply_overrides_to_direct"]
 
 PYTHON = "<python>"
 
@@ -115,6 +115,7 @@ class Finder:
 
     def __init__(self, client: IndexClient, policy: SourcePolicy, target: Target,
                  allowed_versions: Optional[Mapping[str, Set[str]]] = None,
+                 allowed_for: str = "",
                  prerelease: str = "if-necessary",
                  explicit_prereleases: Iterable[str] = ()) -> None:
         self.client = client
@@ -130,6 +131,7 @@ class Finder:
         self.python = Version(f"{target.python.rstrip('t')}.0")
         self.env = target.markers
         self.allowed = {canonicalize_name(k): v for k, v in (allowed_versions or {}).items()}
+        self.allowed_for = allowed_for  # the torch version the restriction is for (messages)
         self._cands: Dict[str, List[Cand]] = {}
         self._lock = threading.Lock()
         self._prefetched: Set[Tuple[str, str]] = set()
@@ -302,6 +304,20 @@ def _contains(spec: SpecifierSet, version: Version) -> bool:
             _SAT.clear()
         _SAT[key] = (spec, ok)
     return ok
+
+
+def companion_versions(companions: Mapping[str, Any], torch_release: str) -> Dict[str, Set[str]]:
+    """The torchvision/torchaudio versions paired with ``torch_release`` in the matrix.
+
+    Applied to every candidate of those projects, whether the user asked for them or a
+    dependency pulls them in: a companion wheel's own torch requirement is not enough
+    (torchaudio 2.11.0 declares none). A torch release without a pairing row restricts
+    nothing; the matrix validation makes sure every release has one.
+    """
+    pair = companions.get(torch_release)
+    if pair is None:
+        return {}
+    return {"torchvision": set(pair.torchvision), "torchaudio": set(pair.torchaudio)}
 
 
 @lru_cache(maxsize=2048)
@@ -494,7 +510,14 @@ def _impossible(exc: Any, finder: Finder) -> str:
                          f"Python {finder.target.python}")
             continue
         cands = finder.candidates(req.name) or []
-        if not cands:
+        paired = finder.allowed.get(req.name)
+        if not cands and paired is not None:
+            torch = finder.allowed_for or "the chosen torch"
+            known = ", ".join(sorted(paired)) or "none"
+            parts.append(f"{req}{parent}: the matrix pairs {req.name} {known} with torch "
+                         f"{torch}, and no such version fits {finder.target.platform}/"
+                         f"Python {finder.target.python}")
+        elif not cands:
             indexes, _ = finder.policy.indexes_for(req.name)
             where = ", ".join(redact(i) for i in indexes) or "the configured indexes"
             parts.append(f"{req}{parent}: no files for {req.name} on {where} for "
