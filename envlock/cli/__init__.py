@@ -111,8 +111,10 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
             return ExitCode.USAGE
         except SystemExit as exc:  # --help / --version: argparse printed and wants to exit
             return int(exc.code or 0)
-        if not getattr(args, "command", None):
-            parser.print_help(out.stdout)
+        if not getattr(args, "command", None):  # usage and the reason on stderr, exit 2
+            parser.print_usage(out.stderr)
+            out.error(f"envlock: error: a command is required ({', '.join(COMMANDS)}); "
+                      f"see 'envlock --help'")
             return ExitCode.USAGE
         args.argv = args_list
         return int(args.run(args, out))
@@ -131,8 +133,10 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
     except BrokenPipeError:
         return ExitCode.OK
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, no traceback
-        if debug:
-            raise
+        if debug:  # the traceback, and still the internal-error exit code (never 1)
+            import traceback
+
+            traceback.print_exc(file=out.stderr)
         out.error(f"envlock: internal error: {type(exc).__name__}: {exc} "
                   f"(run with --debug for a traceback, and please report it)")
         return ExitCode.INTERNAL
