@@ -72,7 +72,12 @@ class ResolveRequest:
     together: bool = False
 
     def inputs(self, matrix_version: str) -> Dict[str, Any]:
-        """Everything that determines the lock, for the inputs hash and ``--check``."""
+        """Everything that determines the lock, for the inputs hash and ``--check``.
+
+        URL credentials are stripped (``--pytorch-index-url``, ``--env`` values): the
+        inputs are written into the lock, and a lock is shared."""
+        from envlock._redact import strip_userinfo
+
         return {
             "targets": [t.key() for t in self.targets],
             "together": self.together,
@@ -82,8 +87,8 @@ class ResolveRequest:
             "requirement-files": dict(sorted(self.requirement_files.items())),
             "offline": self.offline,
             "indexes": list(self.indexes),
-            "pytorch-index": self.pytorch_index,
-            "env": dict(sorted(self.env.items())),
+            "pytorch-index": strip_userinfo(self.pytorch_index),
+            "env": {k: strip_userinfo(v) for k, v in sorted(self.env.items())},
             "matrix-version": matrix_version,
         }
 
