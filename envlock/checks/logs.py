@@ -38,6 +38,7 @@ SIGNAL_PATTERNS: Dict[str, Tuple[str, ...]] = {
                 r"\bDeadline exceeded\b", r"\bhangs?\b"),
 }
 _MAX_BYTES = 8 * 1024 * 1024
+_MAX_LINE = 4096
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ def signals_in(text: str) -> Set[str]:
 def rank_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
               facts: Optional[Facts], limit: int = 10) -> List[LogMatch]:
     """(origin, text) pairs -> advisories ranked by how well they explain the logs."""
-    texts = [(o, t[-_MAX_BYTES:]) for o, t in logs]
+    # each line capped (4 KiB) before any pattern runs: bounds regex backtracking per line
+    texts = [(o, "\n".join(line[:_MAX_LINE] for line in t[-_MAX_BYTES:].split("\n")))
+             for o, t in logs]
     sigs: Set[str] = set()
     for _, t in texts:
         sigs |= signals_in(t)

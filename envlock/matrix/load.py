@@ -41,6 +41,7 @@ from envlock.matrix.model import (
     TorchVariant,
 )
 from envlock.matrix.files import DATA_FILES, data_files
+from envlock.matrix.patterns import pattern_problem
 from envlock.matrix.rows import Problems, Row
 from envlock.versions import is_driver_version, is_version
 
@@ -687,10 +688,9 @@ def _advisories(raw: Mapping[str, Dict[str, Any]], ctx: _Ctx,
         aid = row.text("id", check=_ID_RE.match, what="a kebab-case id")  # type: ignore[arg-type]
         symptoms = row.str_list("symptoms") or ()
         for j, pat in enumerate(symptoms):
-            try:
-                re.compile(pat, re.IGNORECASE)
-            except re.error as exc:
-                row.problem(f"symptoms[{j}]", f"bad regular expression: {exc}")
+            why = pattern_problem(pat)  # also refuses nested quantifiers (backtracking)
+            if why:
+                row.problem(f"symptoms[{j}]", why)
         signals = row.str_list("signals") or ()
         for j, s in enumerate(signals):
             if s not in SIGNALS:
