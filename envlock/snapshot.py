@@ -325,4 +325,9 @@ def load_snapshot(path: str) -> Snapshot:
         data = json.loads(text)
     except ValueError as exc:
         raise InputError(f"{path} is not valid JSON: {exc}") from None
-    return Snapshot.from_dict(data, origin=path)
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a snapshot") from None
+    try:
+        return Snapshot.from_dict(data, origin=path)
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a snapshot") from None

@@ -211,7 +211,7 @@ def _check_tree(value: Any, path: str, origin: str, depth: int = 0) -> None:
             raise InputError(f"{origin}: {path}: control character {bad} in a string")
     elif isinstance(value, dict):
         for k, v in value.items():
-            sub = f"{path}.{k}" if path else str(k)
+            sub = escape_controls(f"{path}.{k}" if path else str(k))
             _check_tree(k, sub, origin, depth + 1)
             _check_tree(v, sub, origin, depth + 1)
     elif isinstance(value, list):
