@@ -186,6 +186,14 @@ class Snapshot:
             t = dict(r.obj(data["torch"], "torch"))
             if t.get("arch_list") is not None:
                 t["arch_list"] = tuple(r.str_array(t["arch_list"], "torch.arch_list"))
+                from envlock.kernels import parse_target
+
+                for i, a in enumerate(t["arch_list"]):
+                    try:
+                        parse_target(a)
+                    except ValueError:
+                        r.fail(f"torch.arch_list[{i}]",
+                               f"{a[:40]!r} is not a GPU target like 'sm_90' or 'compute_90'")
             torch = r.record(TorchInfo, t, "torch")
         packages = r.str_map(data.get("packages") or {}, "packages")
         env = r.str_map(data.get("env") or {}, "env")

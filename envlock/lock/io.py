@@ -197,6 +197,7 @@ class _R:
 #: how deeply a lock's tables and arrays may nest (the format itself needs 5)
 _MAX_DEPTH = 16
 _NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?\Z")
+_CC_RE = re.compile(r"^[0-9]{1,2}\.[0-9]\Z")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
 
@@ -238,7 +239,18 @@ def _check_values(lock: Lock, origin: str) -> None:
         if not _NAME_RE.match(t.name):
             fail(f"{p}.name", f"{_short(t.name)} is not a target name (letters, digits, "
                               f"'.', '_', '-')")
+        for j, cc in enumerate(t.compute_capabilities):
+            if not _CC_RE.match(cc):
+                fail(f"{p}.compute-capabilities[{j}]", f"{_short(cc)} is not a compute "
+                                                       f"capability like '9.0'")
         if t.torch is not None:
+            from envlock.kernels import parse_target
+
+            for j, a in enumerate(t.torch.arch_list or ()):
+                try:
+                    parse_target(a)
+                except ValueError:
+                    fail(f"{p}.torch.arch-list[{j}]", f"{_short(a)} is not a GPU target")
             version(f"{p}.torch.version", t.torch.version)
             version(f"{p}.torch.installed-version", t.torch.installed_version)
         for j, pk in enumerate(t.packages):
