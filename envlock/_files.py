@@ -29,7 +29,8 @@ from typing import Optional, Union
 
 from envlock.errors import InputError
 
-__all__ = ["read_user_text", "read_user_bytes", "atomic_write_bytes", "atomic_write_text", "MAX_INPUT_BYTES",
+__all__ = ["read_user_text", "read_user_bytes", "atomic_write_bytes", "atomic_write_text",
+           "MAX_INPUT_BYTES",
            "new_file_mode"]
 
 PathLike = Union[str, Path]

@@ -108,41 +108,33 @@ def test_deeply_nested_snapshot_is_an_input_error(tmp_path: Path) -> None:
     assert r.code == 2 and len(r.stderr.splitlines()) == 1, r.stderr
 
 
-def test_debug_keeps_the_internal_error_code(tmp_path: Path) -> None:
-    """An internal error under --debug is still exit 70, now with a traceback. The one
-    internal error left to provoke from outside is a broken matrix data file, so the
-    matrix is pointed at a directory the test controls."""
-    from envlock.cli import main
+def test_debug_keeps_the_internal_error_code() -> None:
+    """An internal error under --debug is still exit 70 (not 1), now with a traceback.
 
-    class Boom(Exception):
-        pass
-
+    No input reaches an internal error any more, so a subcommand's ``run`` is made to
+    raise through argparse (the standard library), never by patching envlock."""
     import io
 
     from envlock.cli import Output
 
     out = Output(io.StringIO(), io.StringIO())
-
-    def bad_run(args: object, o: object) -> int:
-        raise Boom("kaput")
-
-    # a real subcommand run function replaced through argparse's own defaults mechanism:
-    # the parser is the CLI's public build_parser, nothing of envlock is patched
-    from envlock import cli
-
-    parser = cli.build_parser("matrix")
-    assert parser is not None
-    code = _run_with(["--debug", "matrix", "gpu", "H100"], bad_run, out)
+    code = _run_raising(["--debug", "matrix", "gpu", "H100"], out)
     assert code == 70
     err = out.stderr.getvalue()
-    assert "Traceback" in err and "Boom: kaput" in err
-    assert err.splitlines()[-1].startswith("envlock: internal error: Boom: kaput")
-    del main
+    assert "Traceback" in err and "_Boom: kaput" in err
+    assert err.splitlines()[-1].startswith("envlock: internal error: _Boom: kaput")
 
 
-def _run_with(argv: list, run: object, out: object) -> int:
-    """main() with a subcommand whose run() raises; uses ENVLOCK_TEST_RAISE-free plumbing:
-    the argparse namespace's ``run`` is set through parse_args' defaults."""
+class _Boom(Exception):
+    pass
+
+
+def _raise(args: object, out: object) -> int:
+    raise _Boom("kaput")
+
+
+def _run_raising(argv: list, out: object) -> int:
+    """``main(argv)`` with the parsed namespace's ``run`` replaced by one that raises."""
     import argparse
 
     from envlock import cli
@@ -150,12 +142,12 @@ def _run_with(argv: list, run: object, out: object) -> int:
     original = argparse.ArgumentParser.parse_args
 
     def parse_args(self: argparse.ArgumentParser, *a: object, **k: object) -> object:
-        ns = original(self, *a, **k)
+        ns = original(self, *a, **k)  # type: ignore[arg-type]
         if getattr(ns, "command", None):
-            ns.run = run
+            ns.run = _raise
         return ns
 
-    argparse.ArgumentParser.parse_args = parse_args  # type: ignore[method-assign]
+    argparse.ArgumentParser.parse_args = parse_args  # type: ignore[method-assign,assignment]
     try:
         return cli.main(argv, out)  # type: ignore[arg-type]
     finally:
