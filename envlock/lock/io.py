@@ -197,6 +197,7 @@ class _R:
 #: how deeply a lock's tables and arrays may nest (the format itself needs 5)
 _MAX_DEPTH = 16
 _NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?\Z")
+_TARGET_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._+-]*[A-Za-z0-9])?\Z")  # h100-sxm+a100
 _CC_RE = re.compile(r"^[0-9]{1,2}\.[0-9]\Z")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
@@ -236,9 +237,9 @@ def _check_values(lock: Lock, origin: str) -> None:
 
     for i, t in enumerate(lock.targets):
         p = f"target[{i}]"
-        if not _NAME_RE.match(t.name):
+        if not _TARGET_RE.match(t.name):
             fail(f"{p}.name", f"{_short(t.name)} is not a target name (letters, digits, "
-                              f"'.', '_', '-')")
+                              f"'.', '_', '+', '-')")
         for j, cc in enumerate(t.compute_capabilities):
             if not _CC_RE.match(cc):
                 fail(f"{p}.compute-capabilities[{j}]", f"{_short(cc)} is not a compute "

@@ -33,7 +33,7 @@ __all__ = [
 #: Packages that must come from the chosen build's index and nowhere else.
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
 _PY_RE = re.compile(r"^3\.[0-9]{1,2}t?\Z")  # \Z: "3.11\n" is not a version
-_GLIBC_RE = re.compile(r"^2\.[0-9]{1,3}\Z")
+_GLIBC_RE = re.compile(r"^2\.[0-9]{1,3}(\.[0-9]{1,5})?\Z")  # 2.28, 2.39.9000
 
 
 @dataclass(frozen=True)

@@ -128,3 +128,16 @@ def test_control_characters_in_an_in_memory_lock_are_escaped(fmt: str) -> None:
     assert parse_lock(rendered).command.startswith("x\\n--find-links")
 
 
+
+
+def test_every_lock_resolve_writes_passes_validation(tmp_path: Path, empty_cache: Path) -> None:
+    """Validation on read must accept what envlock itself writes (joint targets, GPU-core
+    range pins without versions)."""
+    out = tmp_path / "joint.lock"
+    r = run_cli(["resolve", "--gpu", "H100", "--gpu", "H20", "--together", "--offline",
+                 "-o", str(out)])
+    assert r.code == 0, r.stderr
+    lock = parse_lock(out.read_text())
+    assert [t.name for t in lock.targets] == ["h100-sxm+h20"]
+    for path in sorted((DATA / "locks").glob("*.lock")):
+        parse_lock(path.read_text(), origin=str(path))
