@@ -15,8 +15,9 @@ __all__ = ["REDACTED", "strip_userinfo", "mask_userinfo", "looks_secret", "secre
 
 REDACTED = "<redacted>"
 
-# scheme://userinfo@ : userinfo runs up to the first '@' before any '/', '?', '#' or space
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*@")
+# scheme://userinfo@ : userinfo runs up to the *last* '@' before any '/', '?', '#' or space
+# (as urlsplit reads it), so a password holding '@' is removed whole
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
 # vendor token shapes (GitHub, Hugging Face, Slack, AWS, OpenAI-style, GitLab, JWT, PEM)
 _TOKEN_SHAPES = re.compile(
     r"(ghp_|gho_|ghs_|ghu_|github_pat_|hf_[A-Za-z0-9]{8}|xox[abprs]-|AKIA[0-9A-Z]{12}|"

@@ -108,3 +108,12 @@ def test_snapshot_command_writes_no_secret(tmp_path: Path) -> None:
     text = out_file.read_text()
     for s in SECRETS:
         assert s not in text
+
+
+def test_userinfo_is_stripped_whole() -> None:
+    from envlock._redact import strip_userinfo
+
+    assert strip_userinfo("--index-url http://user:p@ss@host/simple -r x") == \
+        "--index-url http://host/simple -r x"
+    assert strip_userinfo("https://host/a@b and git+ssh://tok@h:22/r") == \
+        "https://host/a@b and git+ssh://h:22/r"
