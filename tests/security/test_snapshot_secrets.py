@@ -100,7 +100,7 @@ def test_snapshot_command_writes_no_secret(tmp_path: Path) -> None:
     try:
         os.environ.update(ISSUE_ENV)
         o = Output(io.StringIO(), io.StringIO())
-        code = main(["snapshot", "--no-torch", "-o", str(out_file)], o)
+        code = main(["snapshot", "-o", str(out_file)], o)
     finally:
         os.environ.clear()
         os.environ.update(saved)
