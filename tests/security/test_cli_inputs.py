@@ -180,3 +180,18 @@ def test_doctor_on_adversarial_log_lines_finishes(tmp_path: Path) -> None:
                               "exitcode: -8" + " " * 100000]))
     r = run_cli(["doctor", "--snapshot", str(SNAPSHOT), "--log", str(log)])
     assert r.code in (0, 1), r.stderr
+
+
+def test_matrix_validation_reports_a_backtracking_symptom_pattern() -> None:
+    """The hook in the matrix loader: a nested-quantifier pattern is a matrix problem."""
+    from envlock.matrix.files import data_files
+    from envlock.matrix.load import build_matrix, read_raw
+    from envlock.matrix.rows import Problems
+
+    files = dict(data_files())
+    text = files["advisories.toml"].decode()
+    first = text.index("symptoms = [") + len("symptoms = [")
+    files["advisories.toml"] = (text[:first] + '"(a+)+$", ' + text[first:]).encode()
+    problems = Problems()
+    build_matrix(read_raw(files, problems), problems)
+    assert any("nested quantifiers" in p for p in problems.items), problems.items[:3]
