@@ -171,7 +171,11 @@ def run(args: argparse.Namespace, out: Any) -> int:
         return _check(args, out, matrix)
     config = _index_config(args)
     request = build_request(args, matrix, config)
-    command = "envlock resolve " + " ".join(shlex.quote(a) for a in _argv_for_header(args))
+    from envlock._redact import strip_userinfo
+
+    # the command is written into the lock: never with the credentials of a URL in it
+    command = "envlock resolve " + " ".join(shlex.quote(strip_userinfo(a))
+                                            for a in _argv_for_header(args))
     progress = _Progress(out) if out.stderr_is_tty and not args.json else None
     from envlock.index.client import IndexClient
     from envlock.matrix.cache import cache_dir
@@ -274,6 +278,8 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
     import hashlib
 
     from envlock.lock.io import load_lock
+    from envlock._files import read_user_bytes
+    from envlock.errors import EnvlockError
     from envlock.resolve.target import hash_inputs, requirements_digest
 
     path = args.output if args.output != "-" else DEFAULT_LOCK
@@ -296,9 +302,9 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
             data = None
             for candidate in where:
                 try:
-                    data = candidate.read_bytes()
+                    data = read_user_bytes(candidate, "requirements file")
                     break
-                except OSError:
+                except EnvlockError:
                     continue
             if data is None:
                 reasons.append(f"requirements file {f} is gone")
