@@ -251,6 +251,12 @@ def _pip_install(python: str, requires: Sequence[str], settings: BuildSettings,
 
 def _pip_install_into(target: str, requires: Sequence[str], settings: BuildSettings,
                       filename: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("pip") is None:
+        raise BuildError(f"{filename}: its metadata must be built, and installing its build "
+                         f"requirements ({', '.join(requires)}) needs pip in the Python that "
+                         f"runs envlock ({sys.executable})")
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input",
            "--disable-pip-version-check", "--no-warn-script-location", "--ignore-installed",
            "--no-user", "--upgrade", "--target", target, "--index-url", settings.index_url]
