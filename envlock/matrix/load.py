@@ -691,6 +691,14 @@ def _advisories(raw: Mapping[str, Dict[str, Any]], ctx: _Ctx,
                 re.compile(pat, re.IGNORECASE)
             except re.error as exc:
                 row.problem(f"symptoms[{j}]", f"bad regular expression: {exc}")
+        absent = row.str_list("absent") or ()
+        context = row.str_list("context") or ()
+        for key, pats in (("absent", absent), ("context", context)):
+            for j, pat in enumerate(pats):
+                try:
+                    re.compile(pat, re.IGNORECASE)
+                except re.error as exc:
+                    row.problem(f"{key}[{j}]", f"bad regular expression: {exc}")
         signals = row.str_list("signals") or ()
         for j, s in enumerate(signals):
             if s not in SIGNALS:
@@ -751,6 +759,8 @@ def _advisories(raw: Mapping[str, Dict[str, Any]], ctx: _Ctx,
                     str(row.data.get("status")), "unverified"),  # type: ignore[arg-type]
                 note=row.opt_text("note"),
             ),
+            absent=absent,
+            context=context,
         )
         row.finish()
         if not sources:
