@@ -36,8 +36,10 @@ def _read_logs(paths: List[str], out: Any) -> List[Tuple[str, str]]:
 
     logs = []
     for p in paths:
-        if p == "-":
-            logs.append(("stdin", sys.stdin.read()))
+        if p == "-":  # bytes, so a log with stray non-UTF-8 bytes is still read
+            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+            logs.append(("stdin", data.decode("utf-8", "replace")
+                         if isinstance(data, bytes) else data))
             continue
         if not os.path.isfile(p):
             from envlock._files import read_user_text
