@@ -134,7 +134,7 @@ def _hang_evidence(lines: Sequence[str]) -> Tuple[str, ...]:
 _GPU_NAME = r"((?:NVIDIA |Tesla |Quadro )?(?:GeForce |RTX |Tesla )?[A-Z][\w\-]*(?: [\w\-]+){0,4}?)"
 _GPU_NAME_RES = (
     # nvidia-smi table:  |   0  NVIDIA H100 80GB HBM3   On  |
-    re.compile(r"^\|\s+\d+\s+" + _GPU_NAME + r"\s+(?:On|Off)\s+\|"),
+    re.compile(r"^(?:\|\s+)?\d+\s+" + _GPU_NAME + r"\s+(?:On|Off)\s+\|"),
     # collect_env / nvidia-smi -L:  GPU 0: NVIDIA A100-SXM4-80GB
     re.compile(r"\bGPU \d+: " + _GPU_NAME + r"\s*(?:\(|$)"),
     # nccl-tests: device  0 [0x81] NVIDIA A100-SXM4-40GB
