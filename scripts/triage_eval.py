@@ -16,7 +16,8 @@ Figures:
 * top-1 / top-3: share of crash logs whose expected advisory is first / in the first three;
 * misleading: crash logs where a *wrong* advisory is ranked first (reporting nothing is a
   miss, not a misleading answer);
-* healthy false positives: healthy-run logs that produce any finding at all.
+* healthy false positives: healthy-run logs that produce any finding at all;
+* the same on the crash logs whose thread no advisory cites (so no pattern was copied from it).
 
 Writes nothing. ``tests/checks/test_triage_corpus.py`` fails when the figures drop below
 ``tests/data/logs/thresholds.toml``; ``scripts/bench.py`` prints them too.
@@ -37,7 +38,7 @@ if str(ROOT) not in sys.path:
 
 CORPUS = ROOT / "tests" / "data" / "logs"
 
-__all__ = ["Outcome", "Figures", "load_corpus", "measure", "main"]
+__all__ = ["Outcome", "Figures", "load_corpus", "measure", "independent", "main"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,23 @@ def measure(root: Path = CORPUS) -> Figures:
         outcomes=tuple(outcomes))
 
 
+def independent(f: Figures, root: Path = CORPUS) -> Figures:
+    """The same figures on the crash logs whose thread no advisory cites as a source (their
+    wording cannot have been copied into a pattern), healthy logs unchanged."""
+    from envlock.matrix import get_matrix
+
+    cited = {s for a in get_matrix().advisories.values() for s in a.sources}
+    source = {e["file"]: e["source"] for e in load_corpus(root)}
+    keep = tuple(o for o in f.outcomes if o.healthy or source.get(o.file) not in cited)
+    crash = [o for o in keep if not o.healthy]
+    return Figures(crash=len(crash), healthy=f.healthy,
+                   top1=sum(1 for o in crash if o.first == o.expect),
+                   top3=sum(1 for o in crash if o.expect in o.ranked[:3]),
+                   misleading=sum(1 for o in crash if o.first is not None
+                                  and o.first != o.expect),
+                   healthy_fp=f.healthy_fp, outcomes=keep)
+
+
 def _summary(f: Figures) -> List[str]:
     return [
         f"crash logs {f.crash}, healthy logs {f.healthy}",
@@ -126,6 +144,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     figures = measure()
     if args.json:
         d = figures.to_dict()
+        d["uncited_threads"] = independent(figures).to_dict()
         if args.verbose:
             d["logs"] = [{"file": o.file, "expect": o.expect, "ranked": list(o.ranked[:3])}
                          for o in figures.outcomes]
@@ -140,6 +159,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print()
     for line in _summary(figures):
         print(line)
+    ind = independent(figures)
+    print(f"logs from threads no advisory cites: top-1 {ind.top1}/{ind.crash} "
+          f"({ind.rate(ind.top1):.1%}), top-3 {ind.top3}/{ind.crash} "
+          f"({ind.rate(ind.top3):.1%}), misleading {ind.misleading}")
     return 0
 
 
