@@ -29,7 +29,7 @@ from envlock.checks.facts import UNKNOWN, Facts
 from envlock.checks.logread import ReadLog, find
 from envlock.matrix.model import Advisory
 
-__all__ = ["Ranked", "rank", "TIERS"]
+__all__ = ["Ranked", "rank", "TIERS", "corroboration"]
 
 TIERS = {3: "pattern", 2: "signal", 1: "condition"}
 _FAILURE = re.compile(r"\b(?:Error|Exception|Traceback|FAILED|fatal|Aborted|killed)\b")
@@ -65,7 +65,7 @@ def _weight(leaf: Mapping[str, Any]) -> float:
     return 1.0
 
 
-def _corroboration(cond: Mapping[str, Any], facts: Facts) -> List[Tuple[str, float]]:
+def corroboration(cond: Mapping[str, Any], facts: Facts) -> List[Tuple[str, float]]:
     """Leaves of the condition that a *known* fact makes true, with their weight."""
     out: dict = {}
     for scope, leaf in _leaves(cond):
@@ -139,7 +139,7 @@ def rank(logs: Sequence[ReadLog], advisories: Sequence[Advisory], facts: Optiona
             verdict = evaluate(adv.condition, facts)
             if verdict is False:
                 continue  # the machine (or the log) rules it out
-            support = _corroboration(adv.condition, facts)
+            support = corroboration(adv.condition, facts)
         if patterns:
             tier = 3
         elif sigs and (contexts or support or verdict is True):
