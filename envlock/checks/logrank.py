@@ -66,10 +66,16 @@ def _weight(leaf: Mapping[str, Any]) -> float:
 
 
 def corroboration(cond: Mapping[str, Any], facts: Facts) -> List[Tuple[str, float]]:
-    """Leaves of the condition that a *known* fact makes true, with their weight."""
+    """Leaves of the condition that a fact *the log states* makes true, with their weight.
+
+    Only the log's own facts corroborate a signal in it: a machine fact was already weighed
+    by the condition's verdict (an unknown verdict on the machine stays unknown)."""
+    stated = getattr(facts, "log_knows", None)
     out: dict = {}
     for scope, leaf in _leaves(cond):
         test = next(k for k in leaf if k != "fact")
+        if stated is not None and not stated(scope or leaf["fact"]):
+            continue
         if scope is None:
             value = facts.get(leaf["fact"])
             if value is UNKNOWN or value == [] or value is None:
