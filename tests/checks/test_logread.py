@@ -25,16 +25,20 @@ def test_prefixes_are_stripped_and_per_rank_repeats_fold() -> None:
 
 def test_each_prefix_form() -> None:
     samples = {
-        "[1,3]<stdout>:host:29881:30401 [0] NCCL INFO init.cc:903 -> 5": "NCCL INFO init.cc:903 -> 5",
+        "[1,3]<stdout>:host:29881:30401 [0] NCCL INFO init.cc:903 -> 5":
+            "NCCL INFO init.cc:903 -> 5",
         "E1123 12:00:01.123456 3021 hl_cuda_device.cc:565] Check failed": "Check failed",
         "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog": "[Rank 2] Watchdog",
-        "2024-08-23T22:22:51.871Z | Exception raised from checkTimeout": "Exception raised from checkTimeout",
-        "[ 1843.308145] NVRM: GPU at 0000:01:00.0 has fallen off the bus.": "NVRM: GPU at 0000:01:00.0 has fallen off the bus.",
+        "2024-08-23T22:22:51.871Z | Exception raised from checkTimeout":
+            "Exception raised from checkTimeout",
+        "[ 1843.308145] NVRM: GPU at 0000:01:00.0 has fallen off the bus.":
+            "NVRM: GPU at 0000:01:00.0 has fallen off the bus.",
         "Feb 14 05:03:41 gpu-1 kernel: NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus":
             "NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus",
         "ERROR 01-11 13:09:40 engine.py:366] RuntimeError: boom": "RuntimeError: boom",
         "(VllmWorkerProcess pid=675597) ERROR 09-25 06:40:46 multiproc_worker_utils.py:226] x": "x",
-        "> ip-172-31-1-93:45294:45294 [0] NCCL INFO NET/IB : No device found.": "NCCL INFO NET/IB : No device found.",
+        "> ip-172-31-1-93:45294:45294 [0] NCCL INFO NET/IB : No device found.":
+            "NCCL INFO NET/IB : No device found.",
     }
     for raw, want in samples.items():
         assert read_log(raw).lines == (want,), raw
@@ -93,8 +97,8 @@ def test_a_mention_of_cudaStreamQuery_outside_a_backtrace_is_not_a_hang() -> Non
 NCCL = """\
 node1:4766:4766 [0] NCCL INFO cudaDriverVersion 12080
 node1:4766:4766 [0] NCCL INFO NCCL version 2.25.1+cuda12.8
-node1:4766:4780 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 busId 21000 - Init START
-node1:4766:4781 [1] NCCL INFO ncclCommInitRank comm 0x2 rank 1 nranks 2 cudaDev 1 busId 61000 - Init START
+node1:4766:4780 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 busId 21000 - Init START
+node1:4766:4781 [1] NCCL INFO ncclCommInitRank comm 0x2 rank 1 nranks 2 busId 61000 - Init START
 node1:4766:4781 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM/read
 #  Rank  0 Group  0 Pid   4766 on   node1 device  0 [0x21] NVIDIA GeForce RTX 5090
 """

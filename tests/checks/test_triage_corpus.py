@@ -16,7 +16,8 @@ CORPUS = ROOT / "tests" / "data" / "logs"
 
 
 def _eval_module() -> Any:
-    spec = importlib.util.spec_from_file_location("triage_eval", ROOT / "scripts" / "triage_eval.py")
+    path = ROOT / "scripts" / "triage_eval.py"
+    spec = importlib.util.spec_from_file_location("triage_eval", path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     sys.modules["triage_eval"] = mod
