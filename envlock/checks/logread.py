@@ -72,12 +72,16 @@ _RANK_RES = (
 _FOLD_DIGITS = re.compile(r"\d+")
 
 
+_PREFIX = re.compile("|".join(f"(?:{rx.pattern})" for rx in _PREFIXES))
+
+
 def _strip(line: str) -> str:
-    prev = None
-    while prev != line:
-        prev = line
-        for rx in _PREFIXES:
-            line = rx.sub("", line, count=1)
+    """Strip prefixes one at a time (one alternation per step: a log has many lines)."""
+    for _ in range(8):
+        m = _PREFIX.match(line)
+        if m is None or m.end() == 0:
+            break
+        line = line[m.end():]
     return line
 
 
@@ -147,6 +151,7 @@ _GPU_NAME_RES = (
     re.compile(r"\b(?:Hardware is|GPU\s*[:：])\s*(?:NVidia |Nvidia |NVIDIA )?" + _GPU_NAME +
                r"(?=\s*[.,;]|\s*$)"),
 )
+_MAYBE_GPU = re.compile(r"NVIDIA|NVidia|Nvidia|Tesla|Quadro|GeForce|RTX|GPU")
 _CAP_RES = (
     re.compile(r"with CUDA capability sm_(\d+)(\d)\b"),
     re.compile(r"GPU has compute capability (\d+)\.(\d+)"),
@@ -180,38 +185,48 @@ def _facts(lines: Sequence[str]) -> Dict[str, Any]:
     transports: set = set()
     topo: Dict[int, List[str]] = {}
     for ln in lines:
-        for rx in _GPU_NAME_RES:
-            m = rx.search(ln)
+        # cheap substring tests first: a log is mostly lines that state no fact
+        if _MAYBE_GPU.search(ln):
+            for rx in _GPU_NAME_RES:
+                m = rx.search(ln)
+                if m:
+                    names.append(m.group(1).strip())
+                    break
+        if "capabilit" in ln:
+            for rx in _CAP_RES:
+                m = rx.search(ln)
+                if m:
+                    caps.append(f"{int(m.group(1))}.{m.group(2)}")
+            m = _ARCH_LIST.search(ln)
             if m:
-                names.append(m.group(1).strip())
-                break
-        for rx in _CAP_RES:
-            m = rx.search(ln)
+                out["torch.arch_list"] = m.group(1).split()
+        if "NCCL version" in ln:
+            m = _NCCL_VERSION.search(ln)
             if m:
-                caps.append(f"{int(m.group(1))}.{m.group(2)}")
-        m = _ARCH_LIST.search(ln)
-        if m:
-            out["torch.arch_list"] = m.group(1).split()
-        m = _NCCL_VERSION.search(ln)
-        if m:
-            out.setdefault("library.nccl.version", m.group(1))
-        m = _CUDA_DRIVER_API.search(ln)
-        if m:
-            out.setdefault("driver.cuda", _cuda_api(m.group(1)))
-        m = _DRIVER.search(ln) or _DRIVER_ENV.search(ln)
-        if m:
-            out.setdefault("driver.version", m.group(1))
-        m = _SMI_CUDA.search(ln)
-        if m and "Driver Version" in ln:
-            out.setdefault("driver.cuda", m.group(1))
-        m = _TORCH.search(ln)
-        if m:
-            out.setdefault("torch.version", m.group(1))
-        bus.update(_BUS_ID.findall(ln))
-        transports.update(_TRANSPORT.findall(ln))
-        m = _TOPO_ROW.match(ln)
-        if m:
-            topo[int(m.group(1))] = m.group(2).split()
+                out.setdefault("library.nccl.version", m.group(1))
+        if "cudaDriverVersion" in ln:
+            m = _CUDA_DRIVER_API.search(ln)
+            if m:
+                out.setdefault("driver.cuda", _cuda_api(m.group(1)))
+        if "river" in ln:
+            m = _DRIVER.search(ln) or _DRIVER_ENV.search(ln)
+            if m:
+                out.setdefault("driver.version", m.group(1))
+            m = _SMI_CUDA.search(ln)
+            if m and "Driver Version" in ln:
+                out.setdefault("driver.cuda", m.group(1))
+        if "orch" in ln or "you have" in ln:
+            m = _TORCH.search(ln)
+            if m:
+                out.setdefault("torch.version", m.group(1))
+        if "busId" in ln:
+            bus.update(_BUS_ID.findall(ln))
+        if "via " in ln:
+            transports.update(_TRANSPORT.findall(ln))
+        if "GPU" in ln:
+            m = _TOPO_ROW.match(ln)
+            if m:
+                topo[int(m.group(1))] = m.group(2).split()
     if names:
         out["gpu.name"] = list(dict.fromkeys(names))
     if caps:
@@ -257,6 +272,8 @@ class ReadLog:
     signals: FrozenSet[str]
     hang: Tuple[str, ...]
     facts: Mapping[str, Any] = field(default_factory=dict)
+    #: the lines joined by a space and by nothing: one C-level search rejects a pattern
+    flat: Tuple[str, str] = ("", "")
 
     @property
     def text(self) -> str:
@@ -269,8 +286,9 @@ def read_log(text: str, origin: str = "log") -> ReadLog:
     ranks = set()
     norm: List[str] = []
     for ln in raw:
-        for rx in _RANK_RES:
-            ranks.update(rx.findall(ln))
+        if "ank" in ln or "<std" in ln or "TP" in ln:
+            for rx in _RANK_RES:
+                ranks.update(rx.findall(ln))
         ln = _CONT_NVRM.sub(" ", ln)
         ln = _strip(ln).rstrip()
         if len(ln) > MAX_LINE:
@@ -289,23 +307,27 @@ def read_log(text: str, origin: str = "log") -> ReadLog:
             counts.append(1)
         else:
             counts[i] += 1
+    flat = (" ".join(ln.strip() for ln in lines), "".join(ln.strip() for ln in lines))
     signals = {sig for sig, pats in SIGNAL_PATTERNS.items()
-               if any(_find_in(lines, p) is not None for p in pats)}
+               if any(_find_in(lines, p, flat) is not None for p in pats)}
     hang = _hang_evidence(lines)
     if hang:
         signals.add("timeout")
     return ReadLog(origin=origin, lines=tuple(lines), repeats=tuple(counts), ranks=len(ranks),
-                   signals=frozenset(signals), hang=hang, facts=_facts(norm))
+                   signals=frozenset(signals), hang=hang, facts=_facts(norm), flat=flat)
 
 
 def find(log: ReadLog, pattern: str) -> Optional[str]:
     """The line where ``pattern`` matches, within one line or across one line break
     (a hard-wrapped message); None when it does not match."""
-    return _find_in(log.lines, pattern)
+    return _find_in(log.lines, pattern, log.flat)
 
 
-def _find_in(lines: Sequence[str], pattern: str) -> Optional[str]:
+def _find_in(lines: Sequence[str], pattern: str,
+             flat: Tuple[str, str] = ("", "")) -> Optional[str]:
     rx = _compile(pattern)
+    if flat[0] and not rx.search(flat[0]) and not rx.search(flat[1]):
+        return None  # not in the log at all, however it is wrapped
     for i, ln in enumerate(lines):
         if rx.search(ln):
             return ln.strip()
