@@ -17,6 +17,8 @@ Figures (median of N whole runs unless noted):
   cold and warm cache, next to ``uv pip compile`` of the same input -- goal within 2x of uv
   cold and faster than uv warm;
 * fleet: time to verdict and bytes per rank for 2..16 local ranks (scripts/bench_fleet.py);
+* training: ``envlock.training.check`` on 4 torchrun ranks (CPU/gloo) over a 10-million-sample
+  dataset, slowest rank, next to one ``DistributedSampler`` epoch start -- target under 1 s;
 * triage: top-1/top-3 accuracy, misleading first answers and healthy-log false positives of
   ``doctor --log`` on the corpus of real logs (scripts/triage_eval.py) -- target top-1 >= 90%,
   top-3 >= 95%, none misleading, no finding on a healthy log.
@@ -244,6 +246,89 @@ def bench_fleet_rows(quick: bool) -> None:
             "ok" if r["fingerprint_bytes_max"] < 1024 else "over")
 
 
+_TRAINING_RANK = """
+import json, sys, time
+import torch
+import torch.distributed as dist
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, SequentialSampler
+import envlock.training as guard
+
+class Big:  # 10 million samples, none loaded by the guard
+    def __len__(self):
+        return 10_000_000
+    def __getitem__(self, i):
+        return i
+
+class Shard:  # accelerate-style: batch i to process i % world (drawn, not summarised)
+    def __init__(self, bs, world, rank):
+        self.bs, self.world, self.rank = bs, world, rank
+    def __len__(self):
+        return len(self.bs) // self.world
+    def __iter__(self):
+        for i, b in enumerate(self.bs):
+            if i % self.world == self.rank:
+                yield b
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+ds = Big()
+cases = {
+    "DistributedSampler": DataLoader(ds, batch_size=32, sampler=DistributedSampler(ds)),
+    "accelerate-style": DataLoader(ds, batch_sampler=Shard(
+        BatchSampler(SequentialSampler(ds), 32, False), world, rank)),
+    "no sampler (bug)": DataLoader(ds, batch_size=32, shuffle=True),
+}
+out = {}
+for name, loader in cases.items():
+    times = []
+    for _ in range(int(sys.argv[2])):
+        dist.barrier()
+        t = time.perf_counter()
+        found = guard.check(loader, quiet=True)
+        times.append(time.perf_counter() - t)
+    out[name] = [sorted(times)[len(times) // 2], [f.id for f in found]]
+dist.barrier()
+t = time.perf_counter()
+next(iter(cases["DistributedSampler"]))
+out["epoch start"] = [time.perf_counter() - t, []]
+gathered = [None] * world
+dist.all_gather_object(gathered, out)
+if rank == 0:
+    open(sys.argv[1], "w").write(json.dumps(gathered))
+dist.destroy_process_group()
+"""
+
+
+def bench_training(n: int) -> None:
+    """check() on 4 ranks over 10 million samples: the slowest rank's median."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        row("training guard", "skipped", "(no torch)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        script, result = Path(tmp) / "rank.py", Path(tmp) / "result.json"
+        script.write_text(_TRAINING_RANK)
+        env = env_with(PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
+        for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+            env.pop(var, None)
+        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                            "--nproc-per-node", "4", str(script), str(result), str(n)],
+                           env=env, capture_output=True, text=True, timeout=600, check=False)
+        if p.returncode != 0 or not result.exists():
+            row("training guard", "failed", p.stderr.strip()[-40:])
+            return
+        ranks = json.loads(result.read_text())
+    start = max(r["epoch start"][0] for r in ranks)
+    for name in ranks[0]:
+        if name == "epoch start":
+            continue
+        slowest = max(r[name][0] for r in ranks)
+        said = "found" if ranks[0][name][1] else "silent"
+        row(f"guard 4 ranks, 10M samples: {name}", ms(slowest),
+            f"epoch start {ms(start)}", said, "< 1 s", "ok" if slowest < 1 else "over")
+
+
 def bench_triage() -> None:
     """Log triage accuracy on the corpus of real logs (scripts/triage_eval.py)."""
     try:
@@ -269,7 +354,7 @@ def bench_triage() -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="envlock benchmarks")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="matrix,offline,verify,closure,fleet,triage")
+    ap.add_argument("--only", default="matrix,offline,verify,closure,fleet,training,triage")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
     n = 3 if args.quick else 7
@@ -292,6 +377,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         bench_closure(max(3, n // 2))
     if "fleet" in only:
         bench_fleet_rows(args.quick)
+    if "training" in only:
+        bench_training(n)
     if "triage" in only:
         bench_triage()
     if args.json:

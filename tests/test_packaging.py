@@ -19,7 +19,7 @@ def test_wheel_ships_the_matrix_and_the_schema(tmp_path: Path) -> None:
                         "-q", "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
     if p.returncode != 0:
         pytest.skip(f"cannot build a wheel here: {p.stderr.strip()[-200:]}")
-    (whl,) = tmp_path.glob("envlock-*.whl")
+    (whl,) = tmp_path.glob("envlock_gpu-*.whl")
     names = set(zipfile.ZipFile(whl).namelist())
     for data in sorted((ROOT / "compat-matrix").glob("*.toml")):
         assert f"envlock/compat-matrix/{data.name}" in names

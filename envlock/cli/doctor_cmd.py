@@ -20,10 +20,13 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                     "explain a crash log, and optionally run smoke checks on the hardware.",
         epilog="Exit codes: 0 no errors or warnings, 1 problems found, 2 usage or input error.")
     p.add_argument("--snapshot", metavar="FILE", help="a machine you are not on")
+    from envlock.cli.snapshot_cmd import add_python_arg
+
+    add_python_arg(p)
     p.add_argument("--log", action="append", default=[], metavar="FILE",
                    help="a log to triage (repeatable; '-' reads stdin)")
     p.add_argument("--smoke", action="store_true",
-                   help="run live checks in child processes (needs envlock[torch])")
+                   help="run live checks in child processes (needs envlock-gpu[torch])")
     p.add_argument("--timeout", type=float, default=120.0, help="per smoke check (seconds)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
     else:
         from envlock.probe.machine import take_snapshot
 
-        snap = take_snapshot()
+        snap = take_snapshot(python=args.python)
     smoke = []
     if args.smoke:
         if args.snapshot:
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
         import importlib.util
 
         if importlib.util.find_spec("torch") is None:
-            raise InputError("--smoke needs torch (pip install 'envlock[torch]')")
+            raise InputError("--smoke needs torch (pip install 'envlock-gpu[torch]')")
         from envlock.checks.smoke import run_smoke
 
         gpus = [(g.index, g.compute_capability) for g in snap.visible_gpus() if not g.lost]
@@ -95,6 +98,10 @@ def run(args: argparse.Namespace, out: Any) -> int:
         text = findings_text(result.findings, header=f"envlock doctor ({where})",
                              verbose=args.verbose)
         out.print(text)
+        if args.verbose:
+            for r in result.ruled_out:
+                out.print(f"  ruled out: {r.advisory} (the log points at it; this machine has "
+                          f"{', '.join(r.because) or 'facts its condition excludes'})")
         for s in result.smoke:
             mark = "ok" if s.ok else s.outcome.upper()
             out.print(f"  smoke {s.name:<15} {mark:<8} {s.detail}")

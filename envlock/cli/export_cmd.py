@@ -25,8 +25,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                     "command that regenerates it.",
         epilog="Formats: requirements (pip install --no-deps --require-hashes -r), "
                "constraints (pip -c), pylock (PEP 751, uv pip sync), uv (pyproject.toml "
-               "fragment), conda (environment.yml), dockerfile. Exit codes: 0 ok, "
-               "2 usage/input error (no lock, unknown target, no hashes where needed).")
+               "fragment), conda (environment.yml), dockerfile (a Docker build context "
+               "directory, -o DIR: Dockerfile, the lock's requirements, a wheel of this "
+               "envlock and a list of its dependencies, all sha256-pinned). Exit codes: 0 ok, "
+               "2 usage/input error (no lock, unknown target, no hashes where needed), "
+               "4 the index failed (dockerfile: envlock's own dependencies).")
     p.add_argument("--format", "-f", required=True, choices=list(FORMATS), metavar="FORMAT",
                    help="one of: " + ", ".join(FORMATS))
     p.add_argument("--lock", default=DEFAULT_LOCK, metavar="FILE",
@@ -34,9 +37,16 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--target", metavar="NAME",
                    help="which target of the lock (needed when it has several)")
     p.add_argument("-o", "--output", default="-", metavar="FILE",
-                   help="file to write (default '-': standard output); written atomically")
-    p.add_argument("--base-image", metavar="IMAGE",
-                   help="dockerfile: the base image (default python:<target python>-slim)")
+                   help="file to write (default '-': standard output); written atomically. "
+                        "For dockerfile: the build context directory (required)")
+    p.add_argument("--base", "--base-image", dest="base_image", metavar="IMAGE",
+                   help="dockerfile: the base image, best pinned as IMAGE@sha256:<digest> "
+                        "(default python:<target python>-slim, a tag)")
+    p.add_argument("--envlock-from", metavar="PATH|URL",
+                   help="dockerfile: install this envlock-gpu wheel instead of a wheel of "
+                        "the running envlock (needs --envlock-sha256)")
+    p.add_argument("--envlock-sha256", metavar="HASH",
+                   help="dockerfile: the sha256 of the --envlock-from wheel")
     p.set_defaults(run=run)
 
 
@@ -45,7 +55,10 @@ def _command(args: argparse.Namespace, target: str) -> str:
 
     argv: List[str] = ["--format", args.format, "--lock", args.lock, "--target", target]
     if args.base_image:
-        argv += ["--base-image", args.base_image]
+        argv += ["--base", args.base_image]
+    if args.envlock_from:
+        argv += ["--envlock-from", args.envlock_from, "--envlock-sha256",
+                 args.envlock_sha256 or ""]
     if args.output != "-":
         argv += ["-o", args.output]
     return command_line(argv)
@@ -56,14 +69,21 @@ def run(args: argparse.Namespace, out: Any) -> int:
     from envlock.export.common import select_target
     from envlock.lock.io import atomic_write_text, load_lock
 
-    if args.base_image and args.format != "dockerfile":
-        raise UsageError("--base-image applies only to --format dockerfile")
+    docker = args.format == "dockerfile"
+    for flag, value in (("--base", args.base_image), ("--envlock-from", args.envlock_from),
+                        ("--envlock-sha256", args.envlock_sha256)):
+        if value and not docker:
+            raise UsageError(f"{flag} applies only to --format dockerfile")
+    if docker and args.output == "-":
+        raise UsageError("--format dockerfile writes a build context directory (the "
+                         "Dockerfile, the requirements, envlock's wheel): pass -o DIR")
     lock = load_lock(args.lock)
     target = select_target(lock, args.target, args.lock)
+    if docker:
+        return _dockerfile(args, lock, target, out)
     output = None if args.output == "-" else args.output
-    options = {"base_image": args.base_image} if args.base_image else {}
     result = export(lock, args.format, lock_path=args.lock, target=target.name,
-                    command=_command(args, target.name), output=output, options=options)
+                    command=_command(args, target.name), output=output)
     for warning in result.warnings:
         out.error("envlock: warning: " + warning.split("WARNING: ", 1)[-1])
     if output is None:
@@ -71,4 +91,60 @@ def run(args: argparse.Namespace, out: Any) -> int:
         return ExitCode.OK
     atomic_write_text(Path(output), result.text)
     out.print(f"wrote {output} ({args.format}, target {target.name})")
+    return ExitCode.OK
+
+
+def _dockerfile(args: argparse.Namespace, lock: Any, target: Any, out: Any) -> int:
+    """Everything is computed (wheel, index pages) before the first file is written, so a
+    failure leaves no half-made context; each file is written atomically."""
+    from envlock import __version__
+    from envlock._files import atomic_write_bytes
+    from envlock.export import context as ctx
+    from envlock.export import export
+    from envlock.index.client import IndexClient
+    from envlock.index.config import load_index_config
+    from envlock.matrix.cache import cache_dir
+
+    from envlock.export.common import ExportRequest, require_hashes
+
+    # refused before anything else, naming the user's lock (not the copy in the context)
+    require_hashes(ExportRequest(lock=lock, target=target, lock_path=args.lock, command=""),
+                   "dockerfile")
+    directory = Path(args.output)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"-o {args.output}: --format dockerfile writes a directory, and "
+                         f"this is a file")
+    source = ctx.envlock_source(args.envlock_from, args.envlock_sha256)
+    options = {"base_image": args.base_image} if args.base_image else {}
+    if source.wheel is not None:
+        options["envlock_wheel"] = source.wheel.name
+    lock_path = str(directory / ctx.LOCK)
+    command = _command(args, target.name)
+    dockerfile = export(lock, "dockerfile", lock_path=lock_path, target=target.name,
+                        command=command, output=str(directory / "Dockerfile"),
+                        options=options)
+    requirements = export(lock, "requirements", lock_path=lock_path, target=target.name,
+                          command=command, output=str(directory / ctx.REQUIREMENTS))
+    config = load_index_config()
+    with IndexClient(config, cache_dir=cache_dir()) as client:
+        pins = ctx.envlock_dependency_pins(target, client, config.indexes)
+    files = [
+        ctx.ContextFile("Dockerfile", dockerfile.text.encode()),
+        ctx.ContextFile(ctx.REQUIREMENTS, requirements.text.encode()),
+        ctx.ContextFile(ctx.LOCK, Path(args.lock).read_bytes()),
+        ctx.ContextFile(ctx.ENVLOCK_REQUIREMENTS, ctx.render_envlock_requirements(
+            target, pins, __version__).encode()),
+        ctx.ContextFile(ctx.ENVLOCK_WHEEL_REQ,
+                        ctx.render_envlock_wheel_requirement(source).encode()),
+    ] + ([source.wheel] if source.wheel is not None else [])
+    for warning in (*dockerfile.warnings, *requirements.warnings):
+        out.error("envlock: warning: " + warning.split("WARNING: ", 1)[-1])
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {directory}: {exc.strerror}") from None
+    for f in files:
+        atomic_write_bytes(directory / f.name, f.data)
+    out.print(f"wrote {directory}/ (Dockerfile build context, target {target.name}: "
+              f"{', '.join(f.name for f in files)})")
     return ExitCode.OK

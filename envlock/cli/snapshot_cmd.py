@@ -21,7 +21,18 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="also import torch in a child process: arch list, cuDNN/NCCL as torch "
                         "sees them, libraries actually loaded (needs torch)")
     add_hardware_args(p)
+    add_python_arg(p)
     p.set_defaults(run=run)
+
+
+def add_python_arg(p: argparse.ArgumentParser) -> None:
+    """``--python PATH``: the environment to record when envlock lives in its own."""
+    import os
+
+    p.add_argument("--python", metavar="PATH", default=os.environ.get("ENVLOCK_PYTHON"),
+                   help="the interpreter of the environment to check (default "
+                        "$ENVLOCK_PYTHON, else the one running envlock); needed when envlock "
+                        "lives in its own virtual environment, as in the exported image")
 
 
 def add_hardware_args(p: argparse.ArgumentParser) -> None:
@@ -35,7 +46,8 @@ def live_snapshot(args: argparse.Namespace, *, probe_gpus: bool = True) -> Any:
     from envlock.probe.machine import take_snapshot
 
     return take_snapshot(deep=getattr(args, "deep", False), gpus=getattr(args, "gpu", []) or [],
-                         driver=getattr(args, "driver", None), probe_gpus=probe_gpus)
+                         driver=getattr(args, "driver", None), probe_gpus=probe_gpus,
+                         python=getattr(args, "python", None))
 
 
 def run(args: argparse.Namespace, out: Any) -> int:

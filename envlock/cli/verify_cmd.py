@@ -24,6 +24,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--target", help="lock target (default: the one matching this machine's GPUs)")
     p.add_argument("--stage", choices=["build", "runtime"], default="runtime",
                    help="build: in `docker build`, no GPU and no driver (skips those checks)")
+    from envlock.cli.snapshot_cmd import add_python_arg
+
+    add_python_arg(p)
     p.add_argument("--snapshot", metavar="FILE", help="verify a snapshot instead of this machine")
     p.add_argument("--deep", action="store_true", help="import torch in a child process too")
     p.add_argument("--hashes", action="store_true",
@@ -50,7 +53,8 @@ def run(args: argparse.Namespace, out: Any) -> int:
     else:
         from envlock.probe.machine import take_snapshot
 
-        snap = take_snapshot(deep=args.deep, probe_gpus=args.stage == "runtime")
+        snap = take_snapshot(deep=args.deep, probe_gpus=args.stage == "runtime",
+                             python=args.python)
     target = choose_target(lock, snap, matrix, args.target)
     result = verify(lock, target, snap, matrix, stage=args.stage, check_hashes=args.hashes)
     if args.junit:

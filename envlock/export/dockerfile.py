@@ -1,26 +1,28 @@
-"""``--format dockerfile``: an image that installs the lock for one target and checks it.
+"""``--format dockerfile``: a build context whose image installs the lock and checks it.
 
-The image is a slim official Python base with two parts kept apart:
+``envlock export --format dockerfile -o DIR`` writes ``DIR/Dockerfile`` and everything it
+copies (see :mod:`envlock.export.context`); nothing in the build is looked up by name
+unpinned. The image keeps two environments apart:
 
+* ``/opt/envlock`` is envlock's own virtual environment: its dependencies from
+  ``envlock-requirements.txt`` (version and sha256 pinned) and envlock itself from the
+  wheel in the context (``pip install --no-index --require-hashes``; the name ``envlock``
+  on PyPI is someone else's project). ``/usr/local/bin/envlock`` links to its command.
 * ``/opt/venv`` holds exactly the lock, installed with ``pip --no-deps --require-hashes``
-  from the requirements that envlock exports *inside* the build from the copied lock (one
-  source of truth: the lock, not a second file to keep in step);
-* ``/opt/envlock`` holds envlock and its own dependencies (``pip install --target``), so
-  they never enter the locked environment. ``/usr/local/bin/envlock`` runs it with the
-  locked environment's interpreter and ``/opt/envlock`` appended to ``sys.path``: the
-  locked packages come first, so ``envlock verify`` sees the environment the user's
-  command will run in.
+  from the exported requirements. Neither environment can shadow the other's packages;
+  ``envlock verify --python /opt/venv/bin/python`` inspects the locked one.
 
 ``envlock verify --stage build`` runs during the build (a wrong install fails the build),
 ``envlock verify --stage runtime`` in the entrypoint before the user's command (the wrong
 driver or GPU fails the start, not an hour into training). The ``docker run`` flags come
 from the matrix's advisories (``/dev/shm`` too small for NCCL and DataLoader workers).
+A base image named by tag only is accepted with a warning comment: the tag can move, so
+the build is reproducible only once the base is pinned as ``IMAGE@sha256:<digest>``.
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 import shlex
 from typing import List, Tuple
@@ -28,9 +30,13 @@ from typing import List, Tuple
 from envlock.errors import UsageError
 from envlock.export.common import ExportRequest, Exporter, header_lines, require_hashes
 
-__all__ = ["DockerfileExporter", "EXPORTER", "docker_run_flags", "LOCK_IN_IMAGE"]
+__all__ = ["DockerfileExporter", "EXPORTER", "docker_run_flags", "LOCK_IN_IMAGE",
+           "CONTEXT_IN_IMAGE"]
 
 LOCK_IN_IMAGE = "/etc/envlock/envlock.lock"
+#: where the build context's envlock files are copied
+CONTEXT_IN_IMAGE = "/etc/envlock/context"
+_DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 _SHM_DEFAULT = "--shm-size=16g"
 
 
@@ -67,29 +73,42 @@ def docker_run_flags(has_gpus: bool) -> Tuple[List[str], List[str]]:
     return flags, why
 
 
-def _context_path(lock_path: str) -> Tuple[str, bool]:
-    """The lock's path inside the build context, and whether it had to be changed."""
-    p = lock_path.replace("\\", "/")
-    if p and not p.startswith("/") and ".." not in p.split("/"):
-        return posixpath.normpath(p), False
-    return posixpath.basename(p) or "envlock.lock", True
-
-
 def _dq(value: str) -> str:
     """A Dockerfile ENV value, double-quoted."""
     return json.dumps(value)
 
 
+def _check_base(base: str) -> bool:
+    """Whether ``base`` is pinned by digest; :class:`UsageError` for a malformed one."""
+    if "@" not in base:
+        return False
+    if not _DIGEST.match(base):
+        raise UsageError(f"base image {base!r}: a digest must be IMAGE@sha256:<64 hexadecimal "
+                         f"digits>")
+    return True
+
+
 class DockerfileExporter(Exporter):
     name = "dockerfile"
-    summary = "Dockerfile: slim Python image with the lock, verified at build and start"
+    summary = "Dockerfile build context: the lock and envlock, verified at build and start"
     needs_hashes = True
 
     def filename(self, target: str) -> str:
-        return f"Dockerfile.{target}"
+        return "Dockerfile"
+
+    def warnings(self, request: ExportRequest) -> List[str]:
+        base = request.options.get("base_image") or f"python:{request.target.python}-slim"
+        if "@" in base:
+            return []
+        return [f"WARNING: the base image {base} is named by tag only: the tag can move, so "
+                f"this build is not reproducible until the base is pinned by digest (export "
+                f"again with --base {base}@sha256:<digest>)."]
 
     def render(self, request: ExportRequest) -> str:
+        """The Dockerfile. ``request.options``: ``base_image``; ``envlock_wheel`` (the
+        wheel's file name in the context, absent when envlock comes from a URL)."""
         from envlock import __version__
+        from envlock.export import context as ctx
 
         t = request.target
         if not t.platform.startswith("linux_"):
@@ -98,39 +117,37 @@ class DockerfileExporter(Exporter):
                              f"linux_aarch64)")
         if t.python.endswith("t") and not request.options.get("base_image"):
             raise UsageError(f"target {t.name} is the free-threaded Python {t.python}, for "
-                             f"which there is no official slim image; pass --base-image")
+                             f"which there is no official slim image; pass --base")
         require_hashes(request, "dockerfile")
         base = request.options.get("base_image") or f"python:{t.python}-slim"
+        pinned = _check_base(base)
         arm = t.platform == "linux_aarch64"
-        ctx_lock, moved = _context_path(request.lock_path)
         flags, why = docker_run_flags(bool(t.gpus))
-        fname = self.output_name(request)
         tag = f"envlock-{t.name}"
+        wheel = request.options.get("envlock_wheel")
         body = [
-            "Build it in a directory (the build context) that holds the lock as "
-            f"{ctx_lock}:",
-            f"  docker build -f {fname} -t {tag} .",
+            "Build it from its directory (the build context; it holds every file the build "
+            "copies):",
+            f"  docker build -t {tag} .",
             "Run it with the flags the advisories call for:",
             f"  docker run {' '.join(flags)} {tag} python train.py",
             *why,
-            f"The base image {base} is Debian with glibc >= {t.glibc or '2.28'} as the "
-            f"wheels need; pin it by digest (--build-arg BASE_IMAGE=...@sha256:...) for "
-            f"rebuilds that are identical.",
+            f"The base image is Debian with glibc >= {t.glibc or '2.28'} as the wheels need.",
+            f"envlock {__version__} (distribution envlock-gpu) lives in /opt/envlock, apart "
+            f"from the locked environment in /opt/venv; it is installed from "
+            + (f"{wheel} in this context" if wheel else "the --envlock-from URL")
+            + " with pip --no-index --require-hashes, never by name from an index.",
             "envlock verify checks the installed packages during the build and the driver "
             "and GPUs at every start (--stage runtime) before your command runs.",
         ]
-        if moved:
-            body.append(f"The lock {request.lock_path} is outside the build context: copy "
-                        f"it next to this Dockerfile as {ctx_lock}.")
-        lines = header_lines(request, "Dockerfile", body)
-        export_cmd = (f"envlock export --format requirements --lock {LOCK_IN_IMAGE} "
-                      f"--target {shlex.quote(t.name)} -o /etc/envlock/requirements.txt")
-        verify = f"envlock verify --lock {LOCK_IN_IMAGE} --target {shlex.quote(t.name)}"
-        launcher = ("printf '%s\\n' '#!/opt/venv/bin/python' 'import sys' "
-                    "\"sys.path.append('/opt/envlock')\" 'from envlock.cli import run' "
-                    "'run()' > /usr/local/bin/envlock")
+        lines = header_lines(request, "Dockerfile", body,
+                             [] if pinned else self.warnings(request))
+        verify = (f"envlock verify --python /opt/venv/bin/python --lock {LOCK_IN_IMAGE} "
+                  f"--target {shlex.quote(t.name)}")
         entry = json.dumps(["/bin/sh", "-c", f"{verify} --stage runtime && exec \"$@\"",
                             "envlock-entrypoint"])
+        envlock_files = [ctx.ENVLOCK_REQUIREMENTS, ctx.ENVLOCK_WHEEL_REQ] + (
+            [wheel] if wheel else [])
         lines += [
             "",
             f"ARG BASE_IMAGE={base}",
@@ -139,6 +156,7 @@ class DockerfileExporter(Exporter):
             "ENV PYTHONDONTWRITEBYTECODE=1 \\",
             "    PIP_NO_CACHE_DIR=1 \\",
             "    PIP_DISABLE_PIP_VERSION_CHECK=1 \\",
+            "    ENVLOCK_PYTHON=/opt/venv/bin/python \\",
             "    VIRTUAL_ENV=/opt/venv \\",
             "    PATH=/opt/venv/bin:$PATH",
         ]
@@ -146,21 +164,24 @@ class DockerfileExporter(Exporter):
             lines += ["", "# the environment the lock was resolved for (envlock verify "
                           "checks it)"]
             lines += [f"ENV {k}={_dq(t.env[k])}" for k in sorted(t.env)]
+        pip_envlock = "pip --python /opt/envlock/bin/python install --no-deps --require-hashes"
         lines += [
             "",
-            "# envlock, apart from the locked environment (its dependencies must not change "
-            "it)",
-            f"ARG ENVLOCK_REQUIREMENT=envlock=={__version__}",
-            "RUN pip install --target /opt/envlock \"${ENVLOCK_REQUIREMENT}\" \\",
-            f" && {launcher} \\",
-            " && chmod 755 /usr/local/bin/envlock",
+            "# envlock in its own virtual environment: its dependencies pinned by version and",
+            "# sha256, envlock itself from this context (--no-index: never looked up by name)",
+            f"COPY {' '.join(envlock_files)} {CONTEXT_IN_IMAGE}/",
+            "RUN python -m venv --without-pip /opt/envlock \\",
+            f" && {pip_envlock} --only-binary :all: \\",
+            f"        -r {CONTEXT_IN_IMAGE}/{ctx.ENVLOCK_REQUIREMENTS} \\",
+            f" && cd {CONTEXT_IN_IMAGE} \\",
+            f" && {pip_envlock} --no-index -r {ctx.ENVLOCK_WHEEL_REQ} \\",
+            " && ln -s /opt/envlock/bin/envlock /usr/local/bin/envlock",
             "",
             "# the locked environment: exactly the lock, hash-checked, nothing resolved again",
-            f"COPY {ctx_lock} {LOCK_IN_IMAGE}",
+            f"COPY {ctx.REQUIREMENTS} {ctx.LOCK} /etc/envlock/",
             "RUN python -m venv --without-pip /opt/venv \\",
-            f" && {export_cmd} \\",
             " && pip --python /opt/venv/bin/python install --no-deps --require-hashes \\",
-            "        -r /etc/envlock/requirements.txt \\",
+            f"        -r /etc/envlock/{ctx.REQUIREMENTS} \\",
             f" && {verify} --stage build",
             "",
             f"ENTRYPOINT {entry}",

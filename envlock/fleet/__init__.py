@@ -11,6 +11,6 @@ A job of 512 GPUs fails in confusing ways when one node has another driver, NCCL
 * :mod:`~envlock.fleet.protocol`: the live exchange over a c10d store, with deadlines;
 * :mod:`~envlock.fleet.report`: the JSON report and the table.
 
-Only the live protocol imports torch (``envlock[torch]``); comparing snapshot files
+Only the live protocol imports torch (``envlock-gpu[torch]``); comparing snapshot files
 offline does not.
 """

@@ -146,7 +146,7 @@ def _import_dist() -> Any:
         try:
             import torch.distributed as dist
         except ImportError:
-            raise EnvlockError("live fleet mode needs torch (pip install 'envlock[torch]'); "
+            raise EnvlockError("live fleet mode needs torch (pip install 'envlock-gpu[torch]'); "
                                "--snapshots compares snapshot files without it") from None
     return dist
 

@@ -64,8 +64,13 @@ def stated_hardware(gpus: Sequence[str], driver: Optional[str], env: Mapping[str
 
 def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optional[str] = None,
                   env: Optional[Mapping[str, str]] = None,
-                  paths: Optional[Sequence[str]] = None, probe_gpus: bool = True) -> Snapshot:
-    """Record this machine. ``gpus``/``driver`` state the hardware instead of probing it."""
+                  paths: Optional[Sequence[str]] = None, probe_gpus: bool = True,
+                  python: Optional[str] = None) -> Snapshot:
+    """Record this machine. ``gpus``/``driver`` state the hardware instead of probing it.
+
+    ``python`` names the interpreter whose environment is recorded (packages, libraries,
+    torch); by default the one running envlock. envlock installed in its own virtual
+    environment passes the locked environment's interpreter here."""
     from envlock.matrix.cache import cache_dir
     from envlock.probe.host import probe_host, relevant_env
     from envlock.probe.packages import installed_packages, site_dirs
@@ -74,9 +79,17 @@ def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optio
     env = dict(os.environ if env is None else env)
     notes: List[str] = []
     host = probe_host(env)
-    py = PythonInfo(version=_platform.python_version(),
-                    implementation=_platform.python_implementation(),
-                    executable=sys.executable)
+    if python is not None:
+        from envlock.probe.interpreter import describe_interpreter
+
+        other = describe_interpreter(python)
+        py = PythonInfo(version=other.version, implementation=other.implementation,
+                        executable=other.executable)
+        paths = list(other.path) if paths is None else paths
+    else:
+        py = PythonInfo(version=_platform.python_version(),
+                        implementation=_platform.python_implementation(),
+                        executable=sys.executable)
     dirs = site_dirs(paths)
     packages = installed_packages(dirs)
 
@@ -120,7 +133,7 @@ def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optio
     if deep:
         from envlock.probe.deep import probe_deep
 
-        rep = probe_deep(env=env)
+        rep = probe_deep(python=py.executable or sys.executable, env=env)
         if rep.ok:
             torch = TorchInfo(version=rep.version, cuda=rep.cuda, cudnn=rep.cudnn,
                               nccl=rep.nccl, arch_list=rep.arch_list, source="import")

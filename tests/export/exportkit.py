@@ -15,7 +15,8 @@ from torch_world import TorchWorld, clean_env
 
 __all__ = ["export_text", "run_tool", "pip", "uv_bin", "make_venv", "locked_versions",
            "parse_pins", "split_hashes", "envlock_site", "ENVLOCK_IMPORTS",
-           "check_verify_build", "World", "InstalledVenv"]
+           "check_verify_build", "World", "InstalledVenv", "instructions",
+           "repack_installed"]
 
 
 @dataclass(frozen=True)
@@ -150,3 +151,53 @@ def check_verify_build(stdout: str, returncode: int, venv: Path, target: str) ->
         assert str(venv) not in f["detail"], f
     assert result["ok"] is (not others)
     assert returncode == (0 if not others else 1)
+
+
+def instructions(text: str) -> List[Tuple[str, str]]:
+    """Dockerfile (INSTRUCTION, arguments) with continuation lines joined and comments
+    dropped."""
+    out: List[Tuple[str, str]] = []
+    pending = ""
+    for line in text.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        full = pending + line
+        pending = ""
+        word, _, rest = full.strip().partition(" ")
+        out.append((word, " ".join(rest.split())))
+    return out
+
+
+def repack_installed(name: str, directory: Path) -> Path:
+    """A wheel of the distribution ``name`` installed here, rebuilt from its RECORD (the
+    files envlock's own dependencies are made of), for a loopback index to serve."""
+    import base64
+    import hashlib
+    import importlib.metadata as md
+    import zipfile
+
+    dist = md.distribution(name)
+    info = next(str(f).split("/")[0] for f in dist.files or [] if ".dist-info/" in str(f))
+    tag = dist.read_text("WHEEL").split("Tag:", 1)[1].split()[0]  # type: ignore[union-attr]
+    entries = []
+    for f in sorted(dist.files or [], key=str):
+        rel = str(f)
+        if rel.startswith("..") or "__pycache__" in rel or rel.endswith(("/RECORD", ".pyc")):
+            continue
+        entries.append((rel, Path(str(f.locate())).read_bytes()))
+
+    def rec(data: bytes) -> str:
+        d = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return f"sha256={d}"
+
+    record = "".join(f"{n},{rec(d)},{len(d)}\n" for n, d in entries) + f"{info}/RECORD,,\n"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name.replace('-', '_')}-{dist.version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for n, d in entries:
+            zf.writestr(n, d)
+        zf.writestr(f"{info}/RECORD", record)
+    return path

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CliResult
+
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "export"
 UPDATE = os.environ.get("ENVLOCK_UPDATE_GOLDEN") == "1"
 
@@ -26,7 +28,16 @@ CASES = (
 
 @pytest.mark.parametrize("lock,target,fmt", CASES)
 def test_golden(run_export, locks_dir: Path, lock: str, target: str, fmt: str) -> None:
-    result = run_export("--format", fmt, "--lock", f"{lock}.lock", "--target", target)
+    if fmt == "dockerfile":  # the CLI writes a whole build context: golden the Dockerfile
+        from envlock.distribution import wheel_name
+        from envlock.export import export
+        from envlock.lock.io import load_lock
+
+        text = export(load_lock(f"{lock}.lock"), fmt, lock_path="envlock.lock", target=target,
+                      options={"envlock_wheel": wheel_name("0.1.0")}).text
+        result = CliResult(0, text, "")
+    else:
+        result = run_export("--format", fmt, "--lock", f"{lock}.lock", "--target", target)
     assert result.code == 0, result.stderr
     path = GOLDEN / f"{lock}.{target}.{fmt}"
     if UPDATE:

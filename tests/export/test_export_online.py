@@ -62,3 +62,29 @@ def test_requirements_for_the_newest_torch_on_h100_pass_pip(tmp_path: Path) -> N
     would = {canonicalize_name(n): v for n, v in
              (w.rsplit("-", 1) for w in line[len("Would install "):].split())}
     assert would == locked_versions(lock, "h100-sxm")
+
+
+def test_dockerfile_context_pins_envlocks_dependencies_on_pypi(tmp_path: Path) -> None:
+    """The build context's ``envlock-requirements.txt``, made against PyPI, passes pip's
+    hash-checked, binary-only dry run for the image's Python and platform."""
+    if not _pypi_reachable():
+        pytest.skip("PyPI is unreachable (https://pypi.org/simple/pip/ did not answer in 5 s)")
+    lock = Path(__file__).resolve().parents[1] / "data" / "locks" / "h100-pypi.lock"
+    proc = run_tool([sys.executable, "-m", "envlock", "export", "--format", "dockerfile",
+                     "--lock", str(lock), "-o", "ctx"], cwd=tmp_path, timeout=300,
+                    ENVLOCK_CACHE_DIR=str(tmp_path / "cache"))
+    if proc.returncode == 4:
+        pytest.skip(f"PyPI failed: {proc.stderr}")
+    assert proc.returncode == 0, proc.stderr
+    req = tmp_path / "ctx" / "envlock-requirements.txt"
+    assert "--index-url https://pypi.org/simple" in req.read_text()
+    args = ["install", "--dry-run", "--no-deps", "--require-hashes", "--only-binary=:all:",
+            "--python-version", "3.11", "--target", str(tmp_path / "t")]
+    for p in _platforms("3.11", "linux_x86_64", "2.28"):
+        args += ["--platform", p]
+    proc = pip(*args, "-r", str(req))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("Would install "))
+    assert {w.rsplit("-", 1)[0].lower().replace("_", "-")
+            for w in line[len("Would install "):].split()} >= {"packaging", "requests",
+                                                               "nvidia-ml-py", "tomlkit"}

@@ -35,8 +35,9 @@ def test_the_installed_venv_passes_envlock_verify_build(installed_venv: Installe
 
     if "verify" not in envlock.cli.COMMANDS:
         pytest.skip("the 'verify' subcommand is not registered in envlock.cli.COMMANDS yet")
-    # envlock runs with the venv's interpreter and its own directory appended to sys.path,
-    # as in the exported Dockerfile: the venv's packages come first, so verify sees it.
+    # envlock runs with the venv's interpreter and its own directory appended to sys.path:
+    # the venv's packages come first, so verify sees it (the exported Dockerfile keeps
+    # envlock in its own venv instead and passes --python; see test_dockerfile_context.py)
     extra = envlock_site(tmp_path / "envlock-site")
     code = ("import sys\n"
             f"sys.path.append({str(extra)!r})\n"

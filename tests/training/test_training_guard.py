@@ -1,0 +1,167 @@
+"""The training guard in real processes: torchrun on CPU/gloo with 2 and 4 ranks, and a
+single plain process. One launch runs many checks (scenarios.py) to keep the suite fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+pytest.importorskip("torch")
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+               "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
+def _env(gpu: bool = False) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE)] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # these are the CPU/gloo cases
+    return env
+
+
+def _run(args: List[str], nproc: Optional[int], cwd: Path,
+         gpu: bool = False) -> "subprocess.CompletedProcess[str]":
+    # --standalone: torchrun picks a free port for its own rendezvous (never a fixed one)
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+              "--nproc-per-node", str(nproc), "--monitor-interval", "0.1"] if nproc else \
+        [sys.executable]
+    return subprocess.run(launch + args, cwd=str(cwd), env=_env(gpu), capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["2-ranks", "4-ranks"])
+def results(request, tmp_path_factory) -> Dict[int, dict]:
+    out = tmp_path_factory.mktemp(f"guard{request.param}")
+    p = _run([str(HERE / "scenarios.py"), str(out)], request.param, out)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    got = {int(f.stem.split("-")[1]): json.loads(f.read_text()) for f in out.glob("rank-*")}
+    assert sorted(got) == list(range(request.param))
+    return got
+
+
+def _ids(results: Dict[int, dict], name: str) -> List[str]:
+    """The scenario's finding ids, which every rank must agree on."""
+    per_rank = {r: tuple(d[name]["ids"]) for r, d in results.items()}
+    assert len(set(per_rank.values())) == 1, per_rank
+    return list(per_rank[0])
+
+
+SHARDING = "training-data-sharding"
+
+
+@pytest.mark.parametrize("name", ["plain-shuffle", "plain-sequential", "plain-seed-per-rank",
+                                  "distributed-one-replica", "accelerate-unsharded",
+                                  "accelerate-bare-object", "coqui-unwrapped",
+                                  "coqui-one-replica", "distributed-drawn-one-replica"])
+def test_unsharded_loaders_are_reported(results, name) -> None:
+    assert _ids(results, name) == [SHARDING]
+    fixes = results[0][name]["fixes"][0]
+    assert "DistributedSampler(ds)" in fixes and "set_epoch" in fixes
+
+
+def test_overlap_is_named(results) -> None:
+    assert results[0]["plain-sequential"]["titles"] == \
+        ["every rank sees the same samples (overlap 100%)"]
+    assert results[0]["plain-shuffle"]["titles"] == \
+        ["every rank iterates the whole dataset (10000 samples per epoch of 10000)"]
+    assert results[0]["plain-seed-per-rank"]["titles"] == \
+        ["every rank iterates the whole dataset (200000 samples per epoch of 200000)"]
+
+
+@pytest.mark.parametrize("name", ["distributed", "distributed-padded", "distributed-drawn",
+                                  "accelerate",
+                                  "accelerate-split", "coqui", "model-ddp", "model-fsdp"])
+def test_sharded_loaders_are_silent(results, name) -> None:
+    if results[0][name] is None:
+        pytest.skip("this torch has no torch.distributed.fsdp.fully_shard")
+    assert _ids(results, name) == []
+
+
+def test_no_process_group_is_reported(results) -> None:
+    assert _ids(results, "no-process-group") == ["training-no-process-group"]
+    world = len(results)
+    assert results[0]["no-process-group"]["titles"] == \
+        [f"WORLD_SIZE is {world} but no process group is initialised"]
+
+
+@pytest.mark.parametrize("name", ["distributed", "coqui"])
+def test_missing_set_epoch_is_reported_at_the_second_epoch(results, name) -> None:
+    for r in results.values():
+        assert r[f"no-set-epoch-{name}"] == [[], ["training-set-epoch"], []]
+        assert r[f"set-epoch-{name}"] == [[], [], []]
+        assert r["no-set-epoch-sequential"] == [[], [], []]
+
+
+def test_unwrapped_model_is_reported(results) -> None:
+    assert _ids(results, "model-unwrapped") == ["training-model-unwrapped"]
+    assert _ids(results, "model-unwrapped-differs") == \
+        ["training-model-params", "training-model-unwrapped"]
+
+
+def test_a_rank_that_cannot_inspect_reports_unknown(results) -> None:
+    assert _ids(results, "model-broken") == ["training-unknown"]
+    assert results[0]["model-broken"]["titles"] == \
+        ["the model could not be inspected on 1 rank(s)"]
+
+
+def test_strict_raises_with_the_findings(results) -> None:
+    assert all(r["strict"] == [SHARDING] for r in results.values())
+
+
+def test_single_process_is_silent(tmp_path) -> None:
+    p = _run([str(HERE / "single.py")], None, tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout) == []
+    assert "envlock" not in p.stderr
+
+
+def test_coqui_bug_stops_a_real_training_run(tmp_path) -> None:
+    """Done when: the coqui-style bug is stopped by strict=True, naming DistributedSampler;
+    the report is printed once (rank 0), and every rank raises."""
+    p = _run([str(HERE / "train_script.py"), "bug"], 2, tmp_path)
+    assert p.returncode != 0
+    err = p.stderr
+    assert "trained" not in p.stdout
+    assert err.count("envlock training guard: 1 error, 0 warnings") == 1, err[-3000:]
+    assert "every rank sees the same samples (overlap 100%)" in err
+    assert "DistributedSampler(ds)" in err
+    assert err.count("TrainingGuardError") >= 1
+
+
+def test_corrected_training_run_is_silent(tmp_path) -> None:
+    p = _run([str(HERE / "train_script.py"), "fixed"], 2, tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.count("trained") == 2
+    assert "envlock" not in p.stderr and "envlock" not in p.stdout
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(_gpus() < 1, reason="device binding needs a GPU")
+def test_two_ranks_on_one_gpu_are_reported(tmp_path) -> None:
+    p = _run([str(HERE / "gpu_binding.py"), "share"], 2, tmp_path, gpu=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["ids"] == ["training-device-binding"]
+    assert got["titles"][0].startswith("ranks 0, 1 share cuda:0")
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="one GPU per rank needs two GPUs")
+def test_ranks_bound_to_their_gpus_are_silent(tmp_path) -> None:
+    p = _run([str(HERE / "gpu_binding.py"), "bound"], 2, tmp_path, gpu=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1])["ids"] == []
