@@ -1,47 +1,22 @@
-"""Ranking advisories against read logs: which known cause explains this crash?
+"""Corroboration: which parts of an advisory's condition the log's own facts make true.
 
-The evidence an advisory can have in a log, strongest first:
+A bare signal in a log (a SIGFPE, a collective timeout, a backtrace stuck in an NCCL wait)
+names no cause by itself. It points at an advisory when something *in the log* backs it: a
+routine ``context`` line of that advisory, or a leaf of its condition that a fact the log
+states makes true (the GPU model it names, the ``topo -m`` link kinds it pastes). A machine
+fact does not count here: the condition's verdict on the machine already weighed it.
 
-1. **pattern**: one of its ``symptoms`` matches (an error string specific to the cause);
-2. **signal**: a process death or hang it lists in ``signals`` (SIGFPE, a collective
-   timeout, a backtrace stuck in a CUDA/NCCL wait), *corroborated* by a routine ``context``
-   line of the log or by a fact that holds (the GPU model the log names, the topology it
-   pastes); a bare signal is not reported;
-3. **condition**: only its ``context`` lines, next to a real failure, on a machine whose facts
-   make the condition true.
-
-Advisories are sorted by that tier first and by score inside it. The score adds
-``1 + len(pattern)/80`` (at most 2) per matched symptom, 0.75 per matching signal, 0.5 per
-context line (counted only when the log shows a failure), 0.4 per condition leaf that a known
-fact makes true (at most three), and doubles when the whole condition holds. An advisory is
-never reported when its condition is known false, or when the log contains one of its
-``absent`` patterns (the log names a different cause).
+Used by :func:`envlock.checks.logs.triage_logs`.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from envlock.checks.conditions import evaluate
 from envlock.checks.facts import UNKNOWN, Facts
-from envlock.checks.logread import ReadLog, find
-from envlock.matrix.model import Advisory
 
-__all__ = ["Ranked", "rank", "TIERS", "corroboration"]
-
-TIERS = {3: "pattern", 2: "signal", 1: "condition"}
-_FAILURE = re.compile(r"\b(?:Error|Exception|Traceback|FAILED|fatal|Aborted|killed)\b")
-
-
-@dataclass(frozen=True)
-class Ranked:
-    advisory: str
-    score: float
-    tier: int
-    evidence: Tuple[str, ...]
-    verdict: Optional[bool]
+__all__ = ["corroboration"]
 
 
 def _leaves(cond: Mapping[str, Any], scope: Optional[str] = None
@@ -68,10 +43,18 @@ def _weight(leaf: Mapping[str, Any]) -> float:
 def corroboration(cond: Mapping[str, Any], facts: Facts) -> List[Tuple[str, float]]:
     """Leaves of the condition that a fact *the log states* makes true, with their weight.
 
-    Only the log's own facts corroborate a signal in it: a machine fact was already weighed
-    by the condition's verdict (an unknown verdict on the machine stays unknown)."""
+    ``facts`` is a :class:`~envlock.checks.logread.LayeredFacts`; with plain facts every
+    known fact counts.
+
+    >>> from envlock.checks.logread import LayeredFacts
+    >>> f = LayeredFacts(None, {"gpu.count": 4, "gpu.model": ["rtx-4090"]}, {})
+    >>> corroboration({"all": [{"fact": "gpu.count", "ge": 2},
+    ...                        {"fact": "gpu.model", "in": ["rtx-4090", "rtx-3090", "l40"]},
+    ...                        {"fact": "host.iommu", "equals": True}]}, f)
+    [('gpu.count=4', 1.0), ("gpu.model=['rtx-4090']", 0.6666666666666666)]
+    """
     stated = getattr(facts, "log_knows", None)
-    out: dict = {}
+    out: Dict[str, float] = {}
     for scope, leaf in _leaves(cond):
         test = next(k for k in leaf if k != "fact")
         if stated is not None and not stated(scope or leaf["fact"]):
@@ -91,80 +74,3 @@ def corroboration(cond: Mapping[str, Any], facts: Facts) -> List[Tuple[str, floa
             if evaluate({"some": scope, "where": leaf}, facts) is True:
                 out.setdefault(f"{scope} {leaf['fact']} {test} {leaf[test]}", _weight(leaf))
     return list(out.items())
-
-
-def _failure(logs: Sequence[ReadLog], advisories: Sequence[Advisory]) -> bool:
-    if any(lg.signals or lg.hang for lg in logs):
-        return True
-    if any(_FAILURE.search(ln) for lg in logs for ln in lg.lines):
-        return True
-    return any(find(lg, p) is not None for a in advisories for p in a.symptoms for lg in logs)
-
-
-def rank(logs: Sequence[ReadLog], advisories: Sequence[Advisory], facts: Optional[Facts],
-         limit: int = 10) -> List[Ranked]:
-    """Advisories that explain the logs, best first (see the module docstring)."""
-    failure = _failure(logs, advisories)
-    signals = set().union(*(lg.signals for lg in logs)) if logs else set()
-    hang = next((h for lg in logs for h in lg.hang), None)
-    out: List[Ranked] = []
-    for adv in advisories:
-        if any(find(lg, p) is not None for p in adv.absent for lg in logs):
-            continue
-        score = 0.0
-        evidence: List[str] = []
-        patterns = 0
-        for pat in adv.symptoms:
-            for lg in logs:
-                line = find(lg, pat)
-                if line is not None:
-                    patterns += 1
-                    score += 1.0 + min(len(pat), 80) / 80.0
-                    evidence.append(f"{lg.origin}: {_short(line)}")
-                    break
-        sigs = sorted(set(adv.signals) & signals)
-        for s in sigs:
-            score += 0.75
-            evidence.append(f"hang: {_short(hang)}" if s == "timeout" and hang
-                            else f"process death: {s}")
-        contexts = 0
-        if failure:
-            for pat in adv.context:
-                for lg in logs:
-                    line = find(lg, pat)
-                    if line is not None:
-                        contexts += 1
-                        score += 0.5
-                        evidence.append(f"{lg.origin}: {_short(line)}")
-                        break
-        if not (patterns or sigs or contexts):
-            continue
-        verdict: Optional[bool] = None
-        support: List[Tuple[str, float]] = []
-        if facts is not None and adv.condition is not None:
-            verdict = evaluate(adv.condition, facts)
-            if verdict is False:
-                continue  # the machine (or the log) rules it out
-            support = corroboration(adv.condition, facts)
-        if patterns:
-            tier = 3
-        elif sigs and (contexts or support or verdict is True):
-            tier = 2
-        elif contexts and verdict is True:
-            tier = 1
-        else:
-            continue  # a bare signal or a routine line alone explains nothing
-        score += 0.4 * sum(sorted((w for _, w in support), reverse=True)[:3])
-        if support and verdict is not True:
-            evidence.append("the log shows " + "; ".join(k for k, _ in support[:3]))
-        if verdict is True:
-            score *= 2.0
-            evidence.append("this machine matches its condition")
-        out.append(Ranked(adv.id, score, tier, tuple(dict.fromkeys(evidence)), verdict))
-    out.sort(key=lambda r: (-r.tier, -r.score, r.advisory))
-    return out[:limit]
-
-
-def _short(line: Optional[str]) -> str:
-    line = (line or "").strip()
-    return line if len(line) <= 200 else line[:197] + "..."

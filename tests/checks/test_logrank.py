@@ -1,20 +1,19 @@
-"""Evidence tiers: a matched pattern beats a corroborated signal beats a condition alone;
-negatives, routine lines and known-false conditions keep advisories out."""
+"""Log triage on read logs: a matched pattern beats a corroborated signal; negatives,
+routine lines, bare signals and known-false conditions keep advisories out."""
 
 from __future__ import annotations
 
+from typing import List, Optional
+
 from envlock.checks.facts import Facts
-from envlock.checks.logrank import rank
-from envlock.checks.logread import log_facts_view, read_log
+from envlock.checks.logs import triage_logs
 from envlock.matrix import get_matrix
 
 M = get_matrix()
-ADVS = list(M.advisories.values())
 
 
-def ids(text: str, top: Facts = None) -> list:  # type: ignore[assignment]
-    log = read_log(text)
-    return [r.advisory for r in rank([log], ADVS, log_facts_view([log], M, top))]
+def ids(text: str, top: Optional[Facts] = None) -> List[str]:
+    return [m.advisory for m in triage_logs([("log", text)], M, top).matches]
 
 
 def test_a_bare_floating_point_exception_names_nothing() -> None:
@@ -69,3 +68,18 @@ def test_a_condition_the_machine_makes_false_is_never_reported() -> None:
     text = "  4 0x00000000007aa087 cublasLtMatmulAlgoCheck()  ???:0\nSignal 8 (SIGFPE)"
     assert ids(text)[0] == "h20-cublas121-sigfpe"
     assert "h20-cublas121-sigfpe" not in ids(text, machine)
+    ruled = triage_logs([("log", text)], M, machine).ruled_out
+    assert "h20-cublas121-sigfpe" in [r.advisory for r in ruled]
+
+
+def test_the_machine_wins_over_the_log_on_a_known_fact() -> None:
+    # the log pastes an H20, the snapshot says H100: the snapshot decides
+    machine = Facts({"gpu.model": ["h100-sxm"], "gpu.count": 1}, {}, None, None, None)
+    text = "Floating point exception (core dumped)\nHardware is NVidia H20."
+    assert "h20-cublas121-sigfpe" not in ids(text, machine)
+    assert ids(text)[0] == "h20-cublas121-sigfpe"
+
+
+def test_a_bare_signal_goes_to_uncorroborated() -> None:
+    t = triage_logs([("log", "Floating point exception (core dumped)")], M, None)
+    assert not t.matches and "h20-cublas121-sigfpe" in [m.advisory for m in t.uncorroborated]
