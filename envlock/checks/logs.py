@@ -61,6 +61,7 @@ __all__ = ["SIGNAL_PATTERNS", "signals_in", "only_a_death", "rank_logs", "triage
            "log_findings", "match_finding", "LogMatch", "LogTriage", "RuledOut"]
 
 _MAX_BYTES = 8 * 1024 * 1024
+_MAX_LINE = 4096
 
 
 @dataclass(frozen=True)
