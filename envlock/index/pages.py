@@ -196,9 +196,21 @@ def _make_dist(filename: str, url: str, index: str, project: str, page_url: str,
     if scheme not in allowed:
         raise MalformedPage(f"{filename}: link to a {scheme}: URL")
     d = Dist(filename=filename, url=url, index=index, **kw)
-    if d.parsed is None or d.parsed[0] != canonicalize_name(project):
+    if filename.endswith(".whl"):
+        # A wheel's project is its first dash-separated field: that check is cheap, and the
+        # full parse (version, tags) waits until a resolver looks at the file. A file that
+        # does not parse then is ignored there (``parsed`` is None, ``is_wheel`` False).
+        if _canon(filename.split("-", 1)[0]) != _canon(project):
+            return None
+        return d
+    if d.parsed is None or d.parsed[0] != _canon(project):
         return None
     return d
+
+
+@lru_cache(maxsize=4096)
+def _canon(name: str) -> str:
+    return str(canonicalize_name(name))
 
 
 class _AnchorParser(HTMLParser):

@@ -348,3 +348,20 @@ def test_a_direct_torchvision_pin_chooses_the_torch_release(
     pk = packages(out)
     assert pk["torch"]["version"] == "2.4.0" and pk["torchvision"]["version"] == "0.19.0"
     assert any("torchvision==0.19.0 (requested)" in line for line in decision(out))
+
+
+def test_page_keeps_only_the_projects_files_and_unparseable_wheels_stay_unused() -> None:
+    from envlock.index.pages import parse_json
+
+    files = [{"filename": n, "url": f"https://files.example/{n}",
+              "hashes": {"sha256": "a" * 64}}
+             for n in ("demo-1.0-py3-none-any.whl", "evil-9.0-py3-none-any.whl",
+                       "demo-notaversion-py3-none-any.whl", "demo-1.0.tar.gz")]
+    page = parse_json({"files": files}, "https://example/simple/demo/", "https://example/simple",
+                      "demo")
+    names = [d.filename for d in page.dists]
+    assert "evil-9.0-py3-none-any.whl" not in names  # another project's file: never kept
+    usable = [d.filename for d in page.dists if d.parsed is not None]
+    assert usable == ["demo-1.0-py3-none-any.whl", "demo-1.0.tar.gz"]
+    bad = next(d for d in page.dists if d.filename.startswith("demo-notaversion"))
+    assert not bad.is_wheel
