@@ -176,7 +176,7 @@ class IndexClient:
             return
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(p, page_to_cache(page))
+            atomic_write_bytes(p, page_to_cache(page), durable=False)
         except (OSError, EnvlockError):
             pass
 
@@ -331,7 +331,7 @@ class IndexClient:
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(path, blob, durable=False)
+            atomic_write_bytes(path, blob)  # durable: a torn entry would lose dependencies
         except (OSError, EnvlockError):
             pass
 

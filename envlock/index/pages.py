@@ -104,6 +104,8 @@ _HEX = frozenset("0123456789abcdef")
 #: character: pages hold thousands of files, and every cached page is checked again)
 _HEX_RE = re.compile(r"[0-9a-fA-F]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PLAIN_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9._~/%+=,@-]*"
+                        r"(#[A-Za-z0-9=]+)?")
 
 
 class MalformedPage(ValueError):
@@ -177,6 +179,8 @@ def _metadata_hashes(raw: Mapping[str, object], where: str) -> Optional[Dict[str
 
 
 def _join(base: str, href: str, where: str) -> str:
+    if _PLAIN_URL.fullmatch(href) and "/." not in href:
+        return href  # absolute, plain ASCII, no dot segments (PyPI's links): urljoin's answer
     try:
         return urljoin(base, href)
     except ValueError as exc:
