@@ -36,6 +36,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help=f"the lock to read (default {DEFAULT_LOCK})")
     p.add_argument("--target", metavar="NAME",
                    help="which target of the lock (needed when it has several)")
+    p.add_argument("--only", metavar="NAME[,NAME...]",
+                   help="requirements/constraints: just these locked packages (what the "
+                        "fixes of `envlock verify` reinstall)")
     p.add_argument("-o", "--output", default="-", metavar="FILE",
                    help="file to write (default '-': standard output); written atomically. "
                         "For dockerfile: the build context directory (required)")
@@ -59,9 +62,30 @@ def _command(args: argparse.Namespace, target: str) -> str:
     if args.envlock_from:
         argv += ["--envlock-from", args.envlock_from, "--envlock-sha256",
                  args.envlock_sha256 or ""]
+    if getattr(args, "only", None):
+        argv += ["--only", args.only]
     if args.output != "-":
         argv += ["-o", args.output]
     return command_line(argv)
+
+
+def _only(args: argparse.Namespace, target: Any) -> Any:
+    """The target narrowed to ``--only`` packages; an unknown name is an input error."""
+    from dataclasses import replace
+
+    from packaging.utils import canonicalize_name
+
+    if not args.only:
+        return target
+    if args.format not in ("requirements", "constraints"):
+        raise UsageError("--only applies to --format requirements and constraints")
+    want = [str(canonicalize_name(n.strip())) for n in args.only.split(",") if n.strip()]
+    have = {p.name for p in target.packages}
+    unknown = [n for n in want if n not in have]
+    if unknown or not want:
+        raise UsageError(f"--only: target {target.name} does not lock "
+                         f"{', '.join(unknown) or 'any package by that name'}")
+    return replace(target, packages=tuple(p for p in target.packages if p.name in want))
 
 
 def run(args: argparse.Namespace, out: Any) -> int:
@@ -82,6 +106,12 @@ def run(args: argparse.Namespace, out: Any) -> int:
     if docker:
         return _dockerfile(args, lock, target, out)
     output = None if args.output == "-" else args.output
+    if args.only:
+        from dataclasses import replace
+
+        narrowed = _only(args, target)
+        lock = replace(lock, targets=tuple(narrowed if t.name == target.name else t
+                                           for t in lock.targets))
     result = export(lock, args.format, lock_path=args.lock, target=target.name,
                     command=_command(args, target.name), output=output)
     for warning in result.warnings:
