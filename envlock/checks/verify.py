@@ -385,10 +385,16 @@ def _cuda_majors(lock: Lock, target: LockTarget, snap: Snapshot,
     if len(majors) < 2:
         return []
     names = sorted(n for n in snap.packages if is_cuda_wheel(n))
+    import re
+
+    major = (target.torch.cuda or "").split(".")[0] if target.torch is not None else ""
     locked = {p.name for p in target.packages}
-    stray = [n for n in names if canonicalize_name(n) not in locked]
+    # the wheels of the other CUDA major: by their -cuNN suffix when torch's is known
+    stray = [n for n in names
+             if (m := re.search(r"-cu(\d+)$", n)) and m.group(1) != major] if major else \
+        [n for n in names if canonicalize_name(n) not in locked]
     fix = (f"{uninstall_packages(ctx, stray)} && {reinstall_lock(ctx, lock, target)}"
-           if stray and target.closure == "full" else
+           if stray else
            "pip uninstall the wheels of the CUDA major torch does not use, then "
            "reinstall the lock: " + reinstall_lock(ctx, lock, target))
     return [Finding("cuda-major-mix", "error", "packages",
