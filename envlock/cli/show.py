@@ -142,7 +142,8 @@ def snapshot_text(snap: Snapshot, *, source: str = "", verbose: bool = False,
     if shown:
         row = ", ".join(f"{n} {v}" for n, v in shown)
         row += (f", ... (+{len(gpu_pkgs) - 12}, --verbose)" if len(gpu_pkgs) > len(shown) else "")
-        lines += textwrap.wrap(row, 100, initial_indent="  ", subsequent_indent="  ")
+        lines += textwrap.wrap(row, 100, initial_indent="  ", subsequent_indent="  ",
+                               break_on_hyphens=False)
     else:
         lines.append("  no torch-family or CUDA wheels")
     lines.append(style.paint("environment", "bold"))
@@ -150,7 +151,8 @@ def snapshot_text(snap: Snapshot, *, source: str = "", verbose: bool = False,
         items = sorted(snap.env.items())
         row = ", ".join(f"{k}={v}" for k, v in items[: None if verbose else 10]) \
             + (f", ... (+{len(items) - 10})" if not verbose and len(items) > 10 else "")
-        lines += textwrap.wrap(row, 100, initial_indent="  ", subsequent_indent="  ")
+        lines += textwrap.wrap(row, 100, initial_indent="  ", subsequent_indent="  ",
+                               break_on_hyphens=False)
     else:
         lines.append("  none of the variables envlock records is set")
     for note in snap.notes[: None if verbose else 3]:

@@ -20,6 +20,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--show", metavar="FILE", nargs="?", const="",
                    help="print a snapshot file (or, without FILE, this machine) for people")
     p.add_argument("-v", "--verbose", action="store_true", help="--show: every detail")
+    p.add_argument("--json", action="store_true",
+                   help="the JSON, even on a terminal (what -o and pipes get anyway)")
     p.add_argument("--deep", action="store_true",
                    help="also import torch in a child process: arch list, cuDNN/NCCL as torch "
                         "sees them, libraries actually loaded (needs torch)")
@@ -54,7 +56,14 @@ def live_snapshot(args: argparse.Namespace, *, probe_gpus: bool = True) -> Any:
 
 
 def run(args: argparse.Namespace, out: Any) -> int:
-    if args.show is not None or (args.output == "-" and getattr(out, "stdout_is_tty", False)):
+    if args.show is not None and args.json:
+        from envlock.snapshot import load_snapshot
+
+        snap = load_snapshot(args.show) if args.show else live_snapshot(args)
+        out.stdout.write(snap.to_json())
+        return ExitCode.OK
+    if args.show is not None or (args.output == "-" and not args.json
+                                 and getattr(out, "stdout_is_tty", False)):
         return _show(args, out)
     snap = live_snapshot(args)
     text = snap.to_json()
