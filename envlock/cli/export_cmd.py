@@ -36,6 +36,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help=f"the lock to read (default {DEFAULT_LOCK})")
     p.add_argument("--target", metavar="NAME",
                    help="which target of the lock (needed when it has several)")
+    p.add_argument("--json", action="store_true",
+                   help="print what was exported as JSON (the text itself when -o is '-')")
     p.add_argument("--only", metavar="NAME[,NAME...]",
                    help="requirements/constraints: just these locked packages (what the "
                         "fixes of `envlock verify` reinstall)")
@@ -116,6 +118,15 @@ def run(args: argparse.Namespace, out: Any) -> int:
                     command=_command(args, target.name), output=output)
     for warning in result.warnings:
         out.error("envlock: warning: " + warning.split("WARNING: ", 1)[-1])
+    if args.json:
+        import json
+
+        if output is not None:
+            atomic_write_text(Path(output), result.text)
+        out.print(json.dumps({"format": args.format, "lock": args.lock, "target": target.name,
+                              "output": output, "warnings": list(result.warnings),
+                              **({"text": result.text} if output is None else {})}, indent=2))
+        return ExitCode.OK
     if output is None:
         out.stdout.write(result.text)
         return ExitCode.OK
@@ -175,6 +186,13 @@ def _dockerfile(args: argparse.Namespace, lock: Any, target: Any, out: Any) -> i
         raise UsageError(f"cannot create {directory}: {exc.strerror}") from None
     for f in files:
         atomic_write_bytes(directory / f.name, f.data)
+    if getattr(args, "json", False):
+        import json
+
+        out.print(json.dumps({"format": "dockerfile", "lock": args.lock, "target": target.name,
+                              "output": str(directory), "files": [f.name for f in files]},
+                             indent=2))
+        return ExitCode.OK
     out.print(f"wrote {directory}/ (Dockerfile build context, target {target.name}: "
               f"{', '.join(f.name for f in files)})")
     return ExitCode.OK
