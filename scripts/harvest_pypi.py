@@ -45,7 +45,10 @@ from envlock.platforms import platform_of_wheel_tag, python_of_interpreter_tag  
 OUT = ROOT / "compat-matrix" / "torch-pypi.toml"
 FIRST = Version("1.13.0")
 PLATFORM_ORDER = ["linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64"]
-_ARCH_RE = re.compile(rb"\x00((?:sm|compute)_\d{2,3}[af]?(?: (?:sm|compute)_\d{2,3}[af]?)+)\x00")
+# The arch string is NUL-terminated, but the linker may place it right after the tail of
+# another string with no NUL in between (torch 2.8.0-2.9.1: "...ipc_hsm_70 sm_75 ..."), so
+# only the end is anchored; the match starts at the first "sm_"/"compute_" token.
+_ARCH_RE = re.compile(rb"((?:sm|compute)_\d{2,3}[af]?(?: (?:sm|compute)_\d{2,3}[af]?)+)\x00")
 _VERSION_RE = re.compile(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", re.M)
 _CUDA_RE = re.compile(r"^cuda(?:\s*:\s*[^=]+)?\s*=\s*(?:['\"]([^'\"]+)['\"]|None)", re.M)
 

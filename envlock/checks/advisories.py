@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
-from envlock.checks.conditions import evaluate
+from envlock.checks.conditions import evaluate, judge
 from envlock.checks.facts import UNKNOWN, Facts
 from envlock.checks.finding import Finding
 from envlock.matrix.conditions import fact_paths
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import Advisory
 
-__all__ = ["advisory_findings", "advisory_finding", "seen"]
+__all__ = ["advisory_findings", "advisory_finding", "seen", "ruled_out_by"]
 
 
 def seen(adv: Advisory, facts: Facts) -> str:
@@ -29,7 +29,8 @@ def seen(adv: Advisory, facts: Facts) -> str:
             elems = facts.elements(scope)
             if elems is UNKNOWN:
                 continue
-            vals = sorted({str(e.get(fact)) for e in elems if e.get(fact) is not UNKNOWN})
+            vals = sorted({str(e.get(fact)) for e in elems
+                           if e.get(fact) is not UNKNOWN and e.get(fact) is not None})
             if vals:
                 parts.append(f"{scope} {fact}: {', '.join(vals[:6])}")
             continue
@@ -37,32 +38,42 @@ def seen(adv: Advisory, facts: Facts) -> str:
             continue
         done.add(fact)
         value = facts.get(fact)
-        if value is UNKNOWN:
+        if value is UNKNOWN or value is None:
             continue
         if isinstance(value, list):
-            if not value:
+            shown = sorted({str(v) for v in value if v is not UNKNOWN})
+            if not shown:
                 continue
-            shown = sorted({str(v) for v in value})
             value = ", ".join(shown[:6]) + (" ..." if len(shown) > 6 else "")
         parts.append(f"{fact}={value}")
     return "; ".join(parts)
 
 
 def advisory_finding(adv: Advisory, detail_prefix: str = "", score: Optional[float] = None,
-                     facts: Optional[Facts] = None) -> Finding:
+                     facts: Optional[Facts] = None,
+                     not_confirmed: Sequence[str] = ()) -> Finding:
+    """The finding for an advisory; ``not_confirmed`` names the unknown facts of an
+    advisory reported on other evidence (a log line) while its condition is unknown."""
     observed = seen(adv, facts) if facts is not None else ""
     detail = adv.summary
     if observed:
         detail += f" Seen: {observed}."
+    if not_confirmed:
+        detail += f" Not confirmed: {', '.join(not_confirmed)} unknown."
     if detail_prefix:
         detail = f"{detail_prefix} {detail}"
     return Finding(id=adv.id, severity=adv.severity, category=adv.category, title=adv.title,
                    detail=detail.strip(), fix=adv.fix, sources=adv.sources, score=score,
-                   extra={"status": adv.status})
+                   extra={"status": adv.status}, not_confirmed=tuple(not_confirmed))
 
 
 def advisory_findings(matrix: Matrix, facts: Facts,
                       only: Optional[Sequence[str]] = None) -> List[Finding]:
+    """Advisories whose condition is *true* on these facts (evidence: the condition).
+
+    The condition alone is evidence only when it holds: an unknown condition is not
+    reported from facts alone (a log line can still report it, see ``checks.logs``).
+    """
     out: List[Finding] = []
     for adv in matrix.advisories.values():
         if adv.condition is None or (only is not None and adv.id not in only):
@@ -70,3 +81,11 @@ def advisory_findings(matrix: Matrix, facts: Facts,
         if evaluate(adv.condition, facts) is True:
             out.append(advisory_finding(adv, facts=facts))
     return out
+
+
+def ruled_out_by(adv: Advisory, facts: Facts) -> Tuple[str, ...]:
+    """The facts that make an advisory's condition false here (empty when it is not)."""
+    if adv.condition is None:
+        return ()
+    outcome = judge(adv.condition, facts)
+    return outcome.because if outcome.value is False else ()

@@ -1,8 +1,22 @@
 """Evaluate advisory conditions against :class:`~envlock.checks.facts.Facts`.
 
-Three-valued: each condition is True, False or None (unknown). An advisory fires only on
-True, so a machine that did not tell us something is never accused of it. The grammar
-(and its validation) is :mod:`envlock.matrix.conditions`.
+Three-valued (Kleene) logic: each condition is True, False or None (unknown).
+
+* ``all``: False if any part is False, else unknown if any part is unknown, else True;
+* ``any``: True if any part is True, else unknown if any part is unknown, else False;
+* ``not``: swaps True and False, keeps unknown;
+* ``some``: ``any`` over the collection's elements; an unknown collection is unknown;
+* a leaf on an unknown fact is unknown, except ``known`` (the one test about knowledge,
+  always decided, for explicit fallbacks such as "no library probe: judge the wheel").
+
+:func:`judge` returns an :class:`Outcome` that also names the facts behind the verdict:
+for unknown, the fact paths that were unknown (what a probe would have to tell us); for
+True/False, the observed facts that decided it (what rules an advisory in or out). Callers
+decide about unknown on purpose; nothing here treats it as False.
+
+A fact whose value is ``None`` is known to be absent (a package that is not installed):
+``present`` is False and every other test is False, because an absent thing satisfies no
+version, equality or pattern.
 
 >>> from envlock.checks.facts import Facts
 >>> f = Facts({"gpu.cc": ["9.0", "8.0"], "gpu.count": 2}, {}, {}, {}, {})
@@ -10,15 +24,18 @@ True, so a machine that did not tell us something is never accused of it. The gr
 True
 >>> evaluate({"fact": "env.NCCL_P2P_DISABLE", "present": False}, f)
 True
->>> evaluate({"fact": "driver.version", "version": "<525"}, f) is None
-True
+>>> judge({"fact": "driver.version", "version": "<525"}, f)
+Outcome(value=None, unknown=('driver.version',), because=())
+>>> judge({"all": [{"fact": "gpu.count", "ge": 4}, {"fact": "driver.version", "lt": "525"}]}, f)
+Outcome(value=False, unknown=(), because=('gpu.count=2',))
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -26,9 +43,54 @@ from packaging.version import InvalidVersion, Version
 from envlock.checks.facts import UNKNOWN, Facts
 from envlock.matrix.conditions import ELEMENT_FACTS, TESTS, fact_type
 
-__all__ = ["evaluate", "Tri"]
+__all__ = ["evaluate", "judge", "Outcome", "Tri", "kleene_and", "kleene_or", "kleene_not"]
 
 Tri = Optional[bool]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A three-valued verdict and the facts behind it.
+
+    ``value``: True, False or None (unknown). ``unknown``: sorted fact paths whose values
+    were unknown and could have changed the verdict (empty unless ``value`` is None).
+    ``because``: ``path=value`` texts of the observed facts that decided a True/False
+    verdict (empty for unknown).
+    """
+
+    value: Tri
+    unknown: Tuple[str, ...] = ()
+    because: Tuple[str, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+
+def kleene_and(values: Iterable[Tri]) -> Tri:
+    """Kleene conjunction: False wins, then unknown, else True (True for no values)."""
+    unknown = False
+    for v in values:
+        if v is False:
+            return False
+        if v is None:
+            unknown = True
+    return None if unknown else True
+
+
+def kleene_or(values: Iterable[Tri]) -> Tri:
+    """Kleene disjunction: True wins, then unknown, else False (False for no values)."""
+    unknown = False
+    for v in values:
+        if v is True:
+            return True
+        if v is None:
+            unknown = True
+    return None if unknown else False
+
+
+def kleene_not(value: Tri) -> Tri:
+    return None if value is None else not value
 
 
 @lru_cache(maxsize=1024)
@@ -44,72 +106,114 @@ def _ver(text: str) -> Optional[Version]:
         return None
 
 
+@lru_cache(maxsize=16384)
+def _in_spec(value: str, spec: str) -> Tri:
+    v = _ver(value)
+    if v is None:
+        return None
+    return _spec(spec).contains(v, prereleases=True)
+
+
 @lru_cache(maxsize=512)
 def _rx(pattern: str) -> "re.Pattern[str]":
     return re.compile(pattern, re.IGNORECASE)
 
 
-def _and(values: Any) -> Tri:
-    unknown = False
-    for v in values:
-        if v is False:
-            return False
-        if v is None:
-            unknown = True
-    return None if unknown else True
-
-
-def _or(values: Any) -> Tri:
-    unknown = False
-    for v in values:
-        if v is True:
-            return True
-        if v is None:
-            unknown = True
-    return None if unknown else False
-
-
 def evaluate(cond: Mapping[str, Any], facts: Facts) -> Tri:
-    """True, False, or None when the facts cannot decide."""
-    return _eval(cond, lambda path: facts.get(path), facts, None)
+    """True, False, or None when the facts cannot decide (see :func:`judge`)."""
+    return judge(cond, facts).value
 
 
-def _eval(cond: Mapping[str, Any], get: Any, facts: Facts, scope: Optional[str]) -> Tri:
+def judge(cond: Mapping[str, Any], facts: Facts) -> Outcome:
+    """The verdict of a condition on these facts, with the facts behind it."""
+    return _eval(cond, facts.get, facts, None)
+
+
+def _uniq(items: Iterable[str]) -> Tuple[str, ...]:
+    return tuple(sorted(set(items)))
+
+
+def _combine(parts: Iterable[Outcome], conj: bool) -> Outcome:
+    """``all`` (conj) or ``any``: the dominating value decides (and stops the evaluation:
+    Kleene connectives short-circuit on False/True); its part explains it."""
+    dominant = not conj  # False dominates all, True dominates any
+    unknown: List[str] = []
+    decided: List[str] = []
+    seen_unknown = False
+    for p in parts:
+        if p.value is dominant:
+            return Outcome(dominant, (), p.because)
+        if p.value is None:
+            seen_unknown = True
+            unknown.extend(p.unknown)
+        else:
+            decided.extend(p.because)
+    if seen_unknown:
+        return Outcome(None, _uniq(unknown), ())
+    return Outcome(not dominant, (), _uniq(decided))
+
+
+def _eval(cond: Mapping[str, Any], get: Callable[[str], Any], facts: Facts,
+          scope: Optional[str]) -> Outcome:
     if "all" in cond:
-        return _and(_eval(c, get, facts, scope) for c in cond["all"])
+        return _combine((_eval(c, get, facts, scope) for c in cond["all"]), conj=True)
     if "any" in cond:
-        return _or(_eval(c, get, facts, scope) for c in cond["any"])
+        return _combine((_eval(c, get, facts, scope) for c in cond["any"]), conj=False)
     if "not" in cond:
         r = _eval(cond["not"], get, facts, scope)
-        return None if r is None else not r
+        return Outcome(kleene_not(r.value), r.unknown, r.because)
     if "some" in cond:
         coll = cond["some"]
         elems = facts.elements(coll)
         if elems is UNKNOWN:
-            return None
+            return Outcome(None, (f"{coll}s",), ())
         where = cond["where"]
-        return _or(_eval(where, lambda p, e=e: e.get(p, UNKNOWN), facts, coll) for e in elems)
+        if not elems:
+            return Outcome(False, (), (f"{coll}s=none",))
+        return _combine((_eval(where, lambda p, e=e: e.get(p, UNKNOWN), facts, coll)
+                         for e in elems), conj=False)
     return _leaf(cond, get, scope)
 
 
-def _leaf(cond: Mapping[str, Any], get: Any, scope: Optional[str]) -> Tri:
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        shown = sorted({str(v) for v in value if v is not UNKNOWN})
+        return ",".join(shown[:6]) + (",..." if len(shown) > 6 else "") if shown else "[]"
+    if value is None:
+        return "absent"
+    return str(value)
+
+
+def _leaf(cond: Mapping[str, Any], get: Callable[[str], Any], scope: Optional[str]) -> Outcome:
     path = cond["fact"]
+    name = f"{scope}.{path}" if scope else path
     test = next(k for k in cond if k in TESTS)
     expected = cond[test]
     typ = ELEMENT_FACTS[scope].get(path, "str") if scope else (fact_type(path) or "str")
     value = get(path)
+    if test == "known":  # a test about our knowledge: always decided
+        return Outcome((value is not UNKNOWN) is bool(expected), (),
+                       (f"{name}={'unknown' if value is UNKNOWN else _show(value)}",))
+    if value is UNKNOWN:
+        return Outcome(None, (name,), ())
+    result: Tri
     if test == "present":
-        if value is UNKNOWN:
-            return None if expected else True
         empty = value is None or value == "" or (isinstance(value, list) and not value)
-        return (not empty) if expected else empty
-    if value is UNKNOWN or value is None:
-        return None
-    if isinstance(value, list):
+        result = (not empty) if expected else empty
+    elif value is None:
+        result = False  # known absent: satisfies no test but "present = false"
+    elif isinstance(value, list):
+        # an UNKNOWN item (one GPU whose model is unknown) is an unknown disjunct
         if test == "contains":
-            return any(_eq(v, expected, typ) for v in value)
-        return any(_test(test, v, expected, typ) for v in value)
-    return _test(test, value, expected, typ)
+            result = kleene_or(None if v is UNKNOWN else _eq(v, expected, typ) for v in value)
+        else:
+            result = kleene_or(None if v is UNKNOWN else _test(test, v, expected, typ)
+                               for v in value)
+    else:
+        result = _test(test, value, expected, typ)
+    if result is None:  # the value is there but cannot be compared (an odd version string)
+        return Outcome(None, (name,), ())
+    return Outcome(result, (), (f"{name}={_show(value)}",))
 
 
 def _eq(value: Any, expected: Any, typ: str) -> bool:
@@ -132,10 +236,7 @@ def _test(test: str, value: Any, expected: Any, typ: str) -> Tri:
     if test == "matches":
         return bool(_rx(str(expected)).search(str(value)))
     if test == "version":
-        v = _ver(str(value))
-        if v is None:
-            return None
-        return _spec(str(expected)).contains(v, prereleases=True)
+        return _in_spec(str(value), str(expected))
     # ordering tests
     if isinstance(value, bool):
         return None

@@ -3,13 +3,13 @@ logs and (optionally) live smoke checks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from envlock.checks.advisories import advisory_findings
 from envlock.checks.facts import Facts, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
-from envlock.checks.logs import log_findings, rank_logs
+from envlock.checks.logs import RuledOut, match_finding, rank_logs, triage_logs
 from envlock.checks.smoke import SmokeResult
 from envlock.matrix.matrix import Matrix
 from envlock.snapshot import Snapshot
@@ -21,6 +21,8 @@ __all__ = ["DoctorResult", "doctor", "smoke_findings"]
 class DoctorResult:
     findings: Tuple[Finding, ...]
     smoke: Tuple[SmokeResult, ...] = ()
+    #: advisories the logs pointed at whose condition is false here (``--verbose``)
+    ruled_out: Tuple[RuledOut, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -28,6 +30,9 @@ class DoctorResult:
 
     def to_dict(self) -> Dict[str, object]:
         d: Dict[str, object] = {"ok": self.ok, "findings": [f.to_dict() for f in self.findings]}
+        if self.ruled_out:
+            d["ruled_out"] = [{"id": r.advisory, "because": list(r.because)}
+                              for r in self.ruled_out]
         if self.smoke:
             d["smoke"] = [{"check": s.name, "outcome": s.outcome, "signal": s.signal,
                            "detail": s.detail, "advisories": list(s.advisories),
@@ -84,13 +89,17 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
            smoke: Sequence[SmokeResult] = ()) -> DoctorResult:
     facts = facts_from_snapshot(snapshot, matrix)
     findings = advisory_findings(matrix, facts)
+    ruled: Tuple[RuledOut, ...] = ()
     if logs:
+        triage = triage_logs(logs, matrix, facts)
+        ruled = triage.ruled_out
         by_id = {f.id: f for f in findings}
-        for lf in log_findings(logs, matrix, facts):
-            if lf.id in by_id:
-                old = by_id[lf.id]
-                by_id[lf.id] = Finding(old.id, old.severity, old.category, old.title,
-                                       lf.detail, old.fix, old.sources, score=lf.score)
+        for m in triage.matches:
+            lf = match_finding(m, matrix, facts)
+            old = by_id.get(lf.id)
+            if old is not None:  # true on the machine and seen in the log: log evidence
+                by_id[lf.id] = replace(old, detail=lf.detail, score=lf.score,
+                                       evidence=lf.evidence, extra=lf.extra)
             else:
                 by_id[lf.id] = lf
         findings = list(by_id.values())
@@ -98,4 +107,5 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
     if smoke:
         sf, annotated = smoke_findings(smoke, matrix, facts)
         findings.extend(sf)
-    return DoctorResult(findings=tuple(sort_findings(findings)), smoke=tuple(annotated))
+    return DoctorResult(findings=tuple(sort_findings(findings)), smoke=tuple(annotated),
+                        ruled_out=ruled)

@@ -10,7 +10,7 @@ fact paths is :data:`envlock.matrix.conditions.FACTS`.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.utils import canonicalize_name
 
@@ -66,12 +66,23 @@ def cuda_majors_of(packages: Mapping[str, str]) -> List[int]:
 
 
 class Facts:
-    """Values by fact path, plus the element collections ``some`` iterates over."""
+    """Values by fact path, plus the element collections ``some`` iterates over.
+
+    ``get`` returns a value, ``None`` for a thing known to be absent (a package not in a
+    complete package list, an unset environment variable), or :data:`UNKNOWN`. ``packages``
+    None means the package list itself is unknown; ``libraries`` None means no library
+    probe ran.
+    """
 
     def __init__(self, values: Dict[str, Any], collections: Dict[str, Any],
                  packages: Optional[Mapping[str, str]], libraries: Optional[Dict[str, Any]],
-                 env: Optional[Mapping[str, str]]) -> None:
+                 env: Optional[Mapping[str, str]], *, packages_complete: bool = True,
+                 unknown_prefixes: Tuple[str, ...] = ()) -> None:
         self._values = values
+        #: whether a package missing from ``packages`` is known absent (False: unknown)
+        self._packages_complete = packages_complete
+        #: names that stay unknown when missing, even from a complete list
+        self._unknown_prefixes = unknown_prefixes
         self._collections = collections
         self._packages = None if packages is None else {canonicalize_name(k): v
                                                          for k, v in packages.items()}
@@ -85,12 +96,17 @@ class Facts:
         if head == "package":
             if self._packages is None:
                 return UNKNOWN
-            return self._packages.get(canonicalize_name(rest), UNKNOWN)
+            name = canonicalize_name(rest)
+            if name in self._packages:
+                return self._packages[name]
+            # a complete package list that lacks it: known absent
+            if self._packages_complete and not name.startswith(self._unknown_prefixes):
+                return None
+            return UNKNOWN
         if head == "env":
             if self._env is None:
                 return UNKNOWN
-            value = self._env.get(rest)
-            return UNKNOWN if value is None else value
+            return self._env.get(rest)  # the probe records every relevant variable: None = unset
         if head == "library":
             name, _, attr = rest.partition(".")
             if self._libraries is None:
@@ -106,7 +122,8 @@ class Facts:
 
     def as_dict(self) -> Dict[str, Any]:
         """A debugging view (``envlock doctor --facts``)."""
-        out = {k: v for k, v in self._values.items() if v is not UNKNOWN}
+        out = {k: ([x for x in v if x is not UNKNOWN] if isinstance(v, list) else v)
+               for k, v in self._values.items() if v is not UNKNOWN}
         if self._packages:
             out.update({f"package.{k}": v for k, v in self._packages.items()})
         if self._libraries:
@@ -140,8 +157,9 @@ def _gpu_facts(values: Dict[str, Any], elements: Sequence[Dict[str, Any]],
                arch_list: Optional[Sequence[str]]) -> None:
     values["gpu.count"] = len(elements)
     for key in ("name", "model", "arch", "segment", "form_factor", "cc", "mig", "lost"):
-        vals = [e[key] for e in elements if e[key] is not UNKNOWN]
-        values[f"gpu.{key}"] = vals
+        # UNKNOWN stays in the list: "some GPU is an H20" is unknown, not false, while one
+        # GPU's model is unknown (the evaluator reads list items three-valued).
+        values[f"gpu.{key}"] = [e[key] for e in elements]
     values["gpu.distinct_models"] = len({e["model"] if e["model"] is not UNKNOWN else e["name"]
                                          for e in elements})
     values["gpu.distinct_cc"] = len({e["cc"] for e in elements if e["cc"] is not UNKNOWN})
@@ -243,15 +261,20 @@ def facts_from_snapshot(snapshot: Snapshot, matrix: Optional[Matrix]) -> Facts:
                            "b_model": mb.id if mb else UNKNOWN})
     if hardware_known:
         values["link.count"] = len(link_elems)
-        values["link.kind"] = [e["kind"] for e in link_elems if e["kind"] is not UNKNOWN]
-        values["link.p2p"] = [e["p2p"] for e in link_elems if e["p2p"] is not UNKNOWN]
+        values["link.kind"] = [e["kind"] for e in link_elems]
+        values["link.p2p"] = [e["p2p"] for e in link_elems]
     else:
         values["link.count"] = values["link.kind"] = values["link.p2p"] = UNKNOWN
 
-    pk = snapshot.packages
-    majors = cuda_majors_of(pk)
-    values["packages.cuda_majors"] = majors
-    values["packages.cuda_major_count"] = len(majors)
+    # An empty package list means the snapshot did not list packages (a live Python always
+    # has some): unknown, not "no CUDA wheels installed".
+    pk: Optional[Mapping[str, str]] = snapshot.packages or None
+    if pk is None:
+        values["packages.cuda_majors"] = values["packages.cuda_major_count"] = UNKNOWN
+    else:
+        majors = cuda_majors_of(pk)
+        values["packages.cuda_majors"] = majors
+        values["packages.cuda_major_count"] = len(majors)
 
     tcuda: Any = UNKNOWN
     if tversion:
@@ -274,12 +297,13 @@ def facts_from_snapshot(snapshot: Snapshot, matrix: Optional[Matrix]) -> Facts:
             values[f"torch.{key}"] = UNKNOWN
     values["torch.driver_too_old"] = _torch_too_old(matrix, values["driver.version"], tcuda)
 
-    libs = _library_facts(snapshot.libraries) if snapshot.libraries else {}
+    # No library records: the probe did not run (or found nothing): every library unknown.
+    libs = _library_facts(snapshot.libraries) if snapshot.libraries else None
     lib_elems = [{"name": lib.name, "version": lib.version or UNKNOWN,
                   "owner": lib.owner or UNKNOWN, "selected": lib.selected,
                   "system": lib.owner is None} for lib in snapshot.libraries]
     collections = {"gpu": gpu_elems, "link": link_elems if hardware_known else UNKNOWN,
-                   "library": lib_elems}
+                   "library": lib_elems if snapshot.libraries else UNKNOWN}
     return Facts(values, collections, pk, libs, snapshot.env)
 
 
@@ -298,15 +322,35 @@ def _cuda_from_local(version: str) -> Optional[str]:
 def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str],
                     torch_version: Optional[str], torch_cuda: Optional[str],
                     arch_list: Optional[Sequence[str]], packages: Mapping[str, str],
-                    libraries: Mapping[str, str], python: Optional[str] = None) -> Facts:
+                    libraries: Mapping[str, str], python: Optional[str] = None,
+                    platform: Optional[str] = None, glibc: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None,
+                    packages_complete: bool = False, libraries_complete: bool = True,
+                    unknown_prefixes: Tuple[str, ...] = ()) -> Facts:
     """Facts of the environment a lock *would* produce (for the resolver).
 
-    Host facts, links and environment variables are unknown here, so advisories about
-    them never fire during resolution; packages and libraries are the planned pins.
+    Known: the target's GPUs, Python, platform (``host.machine``) and glibc, the planned
+    pins and the libraries the matrix derives for the build. A library missing from
+    ``libraries`` is unknown. A package missing from ``packages`` is known absent only when
+    ``packages_complete`` (the build's pins are known and nothing else is requested);
+    otherwise unknown. Links and environment variables the lock does not set are unknown
+    (``env`` None). ``unknown_prefixes``: package names that stay unknown even in a
+    complete list (the CUDA wheels of a build whose pins the matrix does not know; such a
+    build's CUDA wheels, if any, are of its own CUDA major). Without a driver,
+    ``torch.driver_too_old`` is False: the lock states
+    the driver minimum the build needs, and verify holds the machine to it.
     """
     values: Dict[str, Any] = {f"host.{k}": UNKNOWN for k in (
         "os", "distro", "kernel", "machine", "glibc", "container", "virtualization", "iommu",
         "shm_bytes")}
+    if platform is not None:
+        from envlock.platforms import PLATFORM_INFO
+
+        info = PLATFORM_INFO.get(platform)
+        if info is not None:
+            values["host.machine"] = info[2]
+            if info[0] == "Linux" and glibc:
+                values["host.glibc"] = glibc
     values["python.version"] = python or UNKNOWN
     values["driver.present"] = True if driver else UNKNOWN
     values["driver.version"] = driver or UNKNOWN
@@ -323,8 +367,13 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
     _gpu_facts(values, elems, arch_list)
     values["link.count"] = values["link.kind"] = values["link.p2p"] = UNKNOWN
     majors = cuda_majors_of(packages)
-    values["packages.cuda_majors"] = majors
-    values["packages.cuda_major_count"] = len(majors)
+    if unknown_prefixes and torch_cuda:
+        majors = sorted(set(majors) | {int(torch_cuda.split(".")[0])})
+    if packages_complete or len(majors) >= 2:
+        values["packages.cuda_majors"] = majors
+        values["packages.cuda_major_count"] = len(majors)
+    else:
+        values["packages.cuda_majors"] = values["packages.cuda_major_count"] = UNKNOWN
     values["torch.version"] = torch_version or UNKNOWN
     values["torch.cuda"] = torch_cuda or UNKNOWN
     values["torch.cuda_major"] = int(torch_cuda.split(".")[0]) if torch_cuda else UNKNOWN
@@ -332,8 +381,8 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
     values["torch.arch_list"] = list(arch_list) if arch_list is not None else UNKNOWN
     values["torch.cudnn"] = libraries.get("cudnn", UNKNOWN)
     values["torch.nccl"] = libraries.get("nccl", UNKNOWN)
-    values["torch.driver_too_old"] = _torch_too_old(matrix, values["driver.version"],
-                                                    values["torch.cuda"])
+    values["torch.driver_too_old"] = (_torch_too_old(matrix, driver, values["torch.cuda"])
+                                      if driver else (False if torch_version else UNKNOWN))
     libs: Dict[str, Dict[str, Any]] = {}
     for name, version in libraries.items():
         libs[name] = {"version": version, "copies": 1, "versions": 1, "system": False}
@@ -343,4 +392,7 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
                   "system": False} for n, i in libs.items()]
     pk = {str(canonicalize_name(k)): base_version(v) if k != "torch" else v
           for k, v in packages.items()}
-    return Facts(values, {"gpu": elems, "link": UNKNOWN, "library": lib_elems}, pk, libs, None)
+    collections = {"gpu": elems, "link": UNKNOWN,
+                   "library": lib_elems if libraries_complete else UNKNOWN}
+    return Facts(values, collections, pk, libs, env,
+                 packages_complete=packages_complete, unknown_prefixes=unknown_prefixes)

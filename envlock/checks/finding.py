@@ -5,12 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["Finding", "SEVERITIES", "sort_findings", "CATEGORIES"]
+__all__ = ["Finding", "SEVERITIES", "sort_findings", "CATEGORIES", "EVIDENCE"]
 
 SEVERITIES = ("error", "warning", "info")
 CATEGORIES = ("gpu-arch", "driver", "library", "nccl", "topology", "host", "packages",
               "config", "training")
 _ORDER = {s: i for i, s in enumerate(SEVERITIES)}
+#: How a finding is known, strongest first: a symptom pattern matched in a log, a process
+#: death (signal, timeout) corroborated by a fact, the machine's facts alone. A finding
+#: without an ``evidence`` label (verify's own checks) counts as ``condition``.
+EVIDENCE = ("pattern", "signal", "condition")
+_EVIDENCE = {e: i for i, e in enumerate(EVIDENCE)}
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,10 @@ class Finding:
     #: ranking score for log matches (doctor --log), higher is more likely
     score: Optional[float] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False)
+    #: how it is known: one of :data:`EVIDENCE` (None: the machine's facts)
+    evidence: Optional[str] = None
+    #: fact paths that were unknown: the advisory is reported but "not confirmed"
+    not_confirmed: Tuple[str, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"id": self.id, "severity": self.severity,
@@ -39,10 +48,21 @@ class Finding:
             d["subject"] = self.subject
         if self.score is not None:
             d["score"] = round(self.score, 3)
+        if self.evidence is not None:
+            d["evidence"] = self.evidence
+        if self.not_confirmed:
+            d["not_confirmed"] = list(self.not_confirmed)
         return d
 
 
 def sort_findings(findings: Sequence[Finding]) -> List[Finding]:
-    """Most severe first, then by score (log matches), then by id for stable output."""
-    return sorted(findings, key=lambda f: (_ORDER.get(f.severity, 9), -(f.score or 0.0),
-                                           f.category, f.id, f.subject or ""))
+    """Strongest evidence first (:data:`EVIDENCE`), confirmed before "not confirmed", then
+    by score (log matches), then severity, category and id for stable output.
+
+    Severity is a label, not the sort key: a pattern-matched warning outranks an error
+    known only from a bare signal.
+    """
+    return sorted(findings, key=lambda f: (_EVIDENCE.get(f.evidence or "condition", 9),
+                                           bool(f.not_confirmed), -(f.score or 0.0),
+                                           _ORDER.get(f.severity, 9), f.category, f.id,
+                                           f.subject or ""))

@@ -1,13 +1,33 @@
-"""Log triage: a pasted crash plus the machine's facts -> the most likely advisories.
+"""Log triage: a pasted crash plus the machine's facts -> the advisories that explain it.
 
-Scoring is simple and documented so results are explainable:
+The API other code builds on is :func:`triage_logs` (and :func:`log_findings` for doctor).
+Each advisory the logs point at gets an *evidence level*, then a verdict from its
+condition judged on the machine (three-valued, :func:`envlock.checks.conditions.judge`):
 
-* every symptom pattern of an advisory that matches the log adds 1 + (pattern length/80,
-  at most 1): exact error strings outweigh generic ones;
-* a process death the log shows (``exitcode: -8``, ``Signal 11 (SIGSEGV)``, "Bus error",
-  a collective timeout) adds 0.75 for each advisory that lists that signal;
-* the advisory's condition judged on the machine multiplies the score: 2 when it holds,
-  0.25 when it cannot hold, 1 when the machine's facts are unknown.
+Evidence levels, strongest first (``envlock.checks.finding.EVIDENCE``):
+
+* ``pattern``: one of the advisory's ``symptoms`` regular expressions matched a log line,
+  and the matched text is more than a process death (a symptom that only matches
+  ``exitcode: -8`` or "Floating point exception (core dumped)" counts as a signal);
+* ``signal``: only a process death the log shows (``exitcode: -8``, ``Signal 11
+  (SIGSEGV)``, "Bus error", a collective timeout) that the advisory lists in ``signals``.
+
+Verdicts:
+
+* condition **false** on this machine: never reported, whatever the log says; returned in
+  :attr:`LogTriage.ruled_out` with the facts that rule it out (``doctor --verbose``);
+* condition **unknown**: reported only at ``pattern`` level, marked not confirmed with the
+  unknown fact paths; a bare signal needs a corroborating fact, so a ``signal``-level match
+  with an unknown (or no) condition goes to :attr:`LogTriage.uncorroborated`;
+* condition **true**: reported (a signal is corroborated by it).
+
+Ordering: evidence level, then confirmed before not confirmed, then score. The score only
+orders matches of the same level; it is simple so results are explainable:
+
+* every symptom pattern that matches adds 1 + (pattern length/80, at most 1): exact error
+  strings outweigh generic ones;
+* each listed signal the log shows adds 0.75;
+* a condition that holds doubles the score.
 """
 
 from __future__ import annotations
@@ -17,12 +37,13 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from envlock.checks.advisories import advisory_finding
-from envlock.checks.conditions import evaluate
+from envlock.checks.conditions import Outcome, judge
 from envlock.checks.facts import Facts
-from envlock.checks.finding import Finding
+from envlock.checks.finding import EVIDENCE, Finding
 from envlock.matrix.matrix import Matrix
 
-__all__ = ["SIGNAL_PATTERNS", "signals_in", "rank_logs", "LogMatch"]
+__all__ = ["SIGNAL_PATTERNS", "signals_in", "only_a_death", "rank_logs", "triage_logs",
+           "log_findings", "match_finding", "LogMatch", "LogTriage", "RuledOut"]
 
 SIGNAL_PATTERNS: Dict[str, Tuple[str, ...]] = {
     "SIGFPE": (r"\bsignal 8\b", r"\bSIGFPE\b", r"exit ?code\s*:?\s*-8\b",
@@ -42,9 +63,36 @@ _MAX_BYTES = 8 * 1024 * 1024
 
 @dataclass(frozen=True)
 class LogMatch:
+    """An advisory the logs point at, with how (``level``) and its verdict on the machine."""
+
     advisory: str
     score: float
+    evidence: Tuple[str, ...]  # the log lines (and process deaths) that matched
+    level: str = "pattern"  # "pattern" | "signal" (see EVIDENCE)
+    outcome: Optional[Outcome] = None  # the condition on this machine; None: not judged
+
+    @property
+    def not_confirmed(self) -> Tuple[str, ...]:
+        """Unknown fact paths when the condition could not be decided."""
+        if self.outcome is None or self.outcome.value is not None:
+            return ()
+        return self.outcome.unknown
+
+
+@dataclass(frozen=True)
+class RuledOut:
+    """An advisory the logs point at whose condition is false on this machine."""
+
+    advisory: str
+    because: Tuple[str, ...]  # ``path=value`` facts that make the condition false
     evidence: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LogTriage:
+    matches: Tuple[LogMatch, ...]  # reported, strongest evidence first
+    ruled_out: Tuple[RuledOut, ...]  # condition false: never reported
+    uncorroborated: Tuple[LogMatch, ...]  # a bare signal with no fact to back it
 
 
 def _line_of(text: str, pos: int) -> str:
@@ -62,16 +110,39 @@ def signals_in(text: str) -> Set[str]:
     return found
 
 
-def rank_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
-              facts: Optional[Facts], limit: int = 10) -> List[LogMatch]:
-    """(origin, text) pairs -> advisories ranked by how well they explain the logs."""
+#: words that describe a process death around a signal marker ("Caught signal 8 (Floating
+#: point exception: integer divide by zero)", "Signal 11 (SIGSEGV) received by PID 7")
+_DEATH_WORDS = re.compile(r"caught|fatal python error|core dumped|received by pid|integer divide "
+                          r"by zero|traceback|exit ?code|[\W\d_]", re.IGNORECASE)
+
+
+def only_a_death(text: str) -> bool:
+    """Whether a matched log text says no more than "the process died" (a signal or a
+    timeout): such a symptom match is ``signal`` evidence, not ``pattern`` evidence."""
+    rest = text
+    for patterns in SIGNAL_PATTERNS.values():
+        for p in patterns:
+            rest = re.sub(p, " ", rest, flags=re.IGNORECASE)
+    return len(_DEATH_WORDS.sub("", rest)) < 4
+
+
+def _sort_key(m: LogMatch) -> Tuple[object, ...]:
+    return (EVIDENCE.index(m.level), bool(m.not_confirmed), -m.score, m.advisory)
+
+
+def triage_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
+                facts: Optional[Facts], limit: int = 10) -> LogTriage:
+    """(origin, text) pairs -> the advisories they point at, judged on the machine."""
     texts = [(o, t[-_MAX_BYTES:]) for o, t in logs]
     sigs: Set[str] = set()
     for _, t in texts:
         sigs |= signals_in(t)
-    out: List[LogMatch] = []
+    kept: List[LogMatch] = []
+    ruled: List[RuledOut] = []
+    bare: List[LogMatch] = []
     for adv in matrix.advisories.values():
         score = 0.0
+        specific = False
         evidence: List[str] = []
         for pat in adv.symptoms:
             rx = re.compile(pat, re.IGNORECASE)
@@ -80,31 +151,53 @@ def rank_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
                 if m:
                     score += 1.0 + min(len(pat), 80) / 80.0
                     evidence.append(f"{origin}: {_line_of(text, m.start())}")
+                    # a symptom whose matched text is only a process death ("exitcode: -8",
+                    # "Floating point exception (core dumped)") is a signal, not a pattern
+                    specific = specific or not only_a_death(m.group(0))
                     break
-        for s in set(adv.signals) & sigs:
+        level = "pattern" if specific else "signal"
+        for s in sorted(set(adv.signals) & sigs):
             score += 0.75
             evidence.append(f"process death: {s}")
         if score == 0:
             continue
+        lines = tuple(dict.fromkeys(evidence))
+        outcome: Optional[Outcome] = None
         if facts is not None and adv.condition is not None:
-            verdict = evaluate(adv.condition, facts)
-            if verdict is True:
-                score = score * 2.0
-                evidence.append("this machine matches its condition")
-            elif verdict is False:
-                score *= 0.25
-        out.append(LogMatch(adv.id, score, tuple(dict.fromkeys(evidence))))
-    out.sort(key=lambda m: (-m.score, m.advisory))
-    return out[:limit]
+            outcome = judge(adv.condition, facts)
+            if outcome.value is False:
+                ruled.append(RuledOut(adv.id, outcome.because, lines))
+                continue
+            if outcome.value is True:
+                score *= 2.0
+                lines += ("this machine matches its condition",)
+        match = LogMatch(adv.id, score, lines, level, outcome)
+        if level == "signal" and (outcome is None or outcome.value is not True):
+            bare.append(match)
+            continue
+        kept.append(match)
+    kept.sort(key=_sort_key)
+    bare.sort(key=_sort_key)
+    ruled.sort(key=lambda r: r.advisory)
+    return LogTriage(tuple(kept[:limit]), tuple(ruled), tuple(bare))
+
+
+def rank_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
+              facts: Optional[Facts], limit: int = 10) -> List[LogMatch]:
+    """The reported matches of :func:`triage_logs`, strongest evidence first."""
+    return list(triage_logs(logs, matrix, facts, limit).matches)
 
 
 def log_findings(logs: Sequence[Tuple[str, str]], matrix: Matrix,
                  facts: Optional[Facts], limit: int = 10) -> List[Finding]:
-    findings = []
-    for m in rank_logs(logs, matrix, facts, limit):
-        adv = matrix.advisories[m.advisory]
-        f = advisory_finding(adv, score=m.score, facts=facts)
-        detail = f"Log: {'; '.join(m.evidence[:3])}. {f.detail}"
-        findings.append(Finding(f.id, f.severity, f.category, f.title, detail, f.fix,
-                                f.sources, score=m.score, extra={"evidence": list(m.evidence)}))
-    return findings
+    """Findings for the reported matches, labelled with their evidence level."""
+    return [match_finding(m, matrix, facts) for m in rank_logs(logs, matrix, facts, limit)]
+
+
+def match_finding(m: LogMatch, matrix: Matrix, facts: Optional[Facts]) -> Finding:
+    adv = matrix.advisories[m.advisory]
+    f = advisory_finding(adv, score=m.score, facts=facts, not_confirmed=m.not_confirmed)
+    detail = f"Log: {'; '.join(m.evidence[:3])}. {f.detail}"
+    return Finding(f.id, f.severity, f.category, f.title, detail, f.fix, f.sources,
+                   score=m.score, extra={"evidence": list(m.evidence)}, evidence=m.level,
+                   not_confirmed=m.not_confirmed)

@@ -96,6 +96,10 @@ def run(args: argparse.Namespace, out: Any) -> int:
         text = findings_text(result.findings, header=f"envlock doctor ({where})",
                              verbose=args.verbose)
         out.print(text)
+        if args.verbose:
+            for r in result.ruled_out:
+                out.print(f"  ruled out: {r.advisory} (the log points at it; this machine has "
+                          f"{', '.join(r.because) or 'facts its condition excludes'})")
         for s in result.smoke:
             mark = "ok" if s.ok else s.outcome.upper()
             out.print(f"  smoke {s.name:<15} {mark:<8} {s.detail}")

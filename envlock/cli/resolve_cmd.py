@@ -190,7 +190,9 @@ def run(args: argparse.Namespace, out: Any) -> int:
                   + ("" if t.closure == "full" else " (GPU core only: offline, nothing cached)"))
         for a in t.advisories:
             out.print(f"  advisory {a.id} [{a.action}]: {a.summary}"
-                      + (f" -> {', '.join(a.override)}" if a.override else ""))
+                      + (f" -> {', '.join(a.override)}" if a.override else "")
+                      + (f" (not confirmed: {', '.join(a.unknown)} unknown)"
+                         if a.unknown else ""))
         if args.verbose:
             for line in t.decision:
                 out.print(f"  - {line}")
@@ -233,7 +235,8 @@ def lock_json(lock: Any, path: Optional[str]) -> Dict[str, Any]:
                           **({"specifier": p.specifier} if p.specifier else {})}
                          for p in t.packages],
             "advisories": [{"id": a.id, "action": a.action, "summary": a.summary,
-                            **({"override": list(a.override)} if a.override else {})}
+                            **({"override": list(a.override)} if a.override else {}),
+                            **({"unknown": list(a.unknown)} if a.unknown else {})}
                            for a in t.advisories],
             "decision": list(t.decision),
         })

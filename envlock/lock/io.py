@@ -93,6 +93,8 @@ def render_lock(lock: Lock) -> str:
             at["summary"] = a.summary
             if a.override:
                 at["override"] = list(a.override)
+            if a.unknown:
+                at["unknown"] = list(a.unknown)
             advs.append(at)
         if len(advs):
             tt["advisory"] = advs
@@ -229,7 +231,8 @@ def parse_lock(text: str, origin: str = "envlock.lock") -> Lock:
             advisories.append(AppliedAdvisory(
                 id=r.get(a, "id", str, ap), action=r.get(a, "action", str, ap),
                 summary=r.get(a, "summary", str, ap, required=False, default=""),
-                override=_tuple(r.get(a, "override", list, ap, required=False)) or ()))
+                override=_tuple(r.get(a, "override", list, ap, required=False)) or (),
+                unknown=_tuple(r.get(a, "unknown", list, ap, required=False)) or ()))
         targets.append(LockTarget(
             name=r.get(t, "name", str, p),
             gpus=tuple(r.get(t, "gpus", list, p, required=False, default=[])),

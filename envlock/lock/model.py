@@ -46,10 +46,24 @@ class LockedPackage:
 
 @dataclass(frozen=True)
 class AppliedAdvisory:
+    """An advisory the resolver acted on for a target.
+
+    ``action``: ``excluded`` (builds it ruled out), ``override`` (requirements it replaced),
+    ``warning`` (true, nothing to change), or ``may-apply`` (its condition is unknown for the
+    chosen build and nothing better qualified). ``unknown`` names the facts that were
+    unknown: non-empty means the advisory *may* apply (an ``override`` with unknown facts is
+    a floor applied because it cannot hurt).
+    """
+
     id: str
-    action: str  # excluded | override | warning
+    action: str  # excluded | override | warning | may-apply
     summary: str
     override: Tuple[str, ...] = ()
+    unknown: Tuple[str, ...] = ()
+
+    @property
+    def confirmed(self) -> bool:
+        return not self.unknown
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from envlock.matrix.matrix import Matrix
 
 __all__ = ["cache_dir", "load_cached", "digest"]
 
-_FORMAT = 1
+_FORMAT = 2  # 2: Matrix.companions
 
 
 def cache_dir() -> Optional[Path]:

@@ -101,6 +101,7 @@ ELEMENT_FACTS: Dict[str, Dict[str, str]] = {
 
 TESTS: Tuple[str, ...] = (
     "equals", "in", "version", "lt", "le", "gt", "ge", "matches", "contains", "present",
+    "known",
 )
 
 LIBRARY_NAMES: Tuple[str, ...] = ("cublas", "cublasLt", "cudart", "cudnn", "nccl", "nvjitlink")
@@ -149,8 +150,8 @@ def _check_leaf(cond: Mapping[str, Any], where: str, scope: Optional[str],
     value = cond[test]
     if test == "in" and not isinstance(value, list):
         out.append(f"{where}.in: expected an array")
-    elif test == "present" and not isinstance(value, bool):
-        out.append(f"{where}.present: expected true or false")
+    elif test in ("present", "known") and not isinstance(value, bool):
+        out.append(f"{where}.{test}: expected true or false")
     elif test == "version":
         if not isinstance(value, str):
             out.append(f"{where}.version: expected a specifier string")

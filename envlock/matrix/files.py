@@ -17,6 +17,7 @@ DATA_FILES: Tuple[str, ...] = (
     "libraries.toml",
     "torch-pypi.toml",
     "torch.toml",
+    "companions.toml",
     "advisories.toml",
 )
 

@@ -23,6 +23,7 @@ __all__ = ["normalize_name", "GpuIndex"]
 
 _DROP_WORDS = re.compile(r"\b(nvidia|geforce|tesla)\b")
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_MEMORY_SUFFIX = re.compile(r"[\s_-]+\d+\s*gb$", re.IGNORECASE)  # " 6GB", "-32GB"
 
 
 def normalize_name(name: str) -> str:
@@ -35,6 +36,7 @@ class GpuIndex:
 
     def __init__(self, gpus: Iterable[Gpu]) -> None:
         self._by_key: Dict[str, List[Gpu]] = {}
+        self._by_base: Dict[str, List[Gpu]] = {}  # names without their memory suffix
         self._display: Dict[str, str] = {}
         for gpu in gpus:
             for value in (gpu.id, gpu.name, *gpu.aliases, *gpu.nvml_names, *gpu.cuda_names):
@@ -45,10 +47,28 @@ class GpuIndex:
                 if gpu not in rows:
                     rows.append(gpu)
                 self._display.setdefault(key, value)
+                base = normalize_name(_MEMORY_SUFFIX.sub("", value))
+                if base != key and base:
+                    more = self._by_base.setdefault(base, [])
+                    if gpu not in more:
+                        more.append(gpu)
+
+    def _rows(self, name: str) -> List[Gpu]:
+        """Rows for a name; a name without its memory size ("GTX 1060") stands for its
+        memory variants ("GTX 1060 3GB", "GTX 1060 6GB") when they share one compute
+        capability, since that is what a target needs."""
+        key = normalize_name(name)
+        rows = self._by_key.get(key)
+        if rows:
+            return rows
+        variants = self._by_base.get(key, [])
+        if variants and len({g.compute_capability for g in variants}) == 1:
+            return variants
+        return []
 
     def find(self, name: str, memory_mib: Optional[int] = None) -> Optional[Gpu]:
         """The GPU a name denotes; ``memory_mib`` picks among memory variants."""
-        rows = self._by_key.get(normalize_name(name))
+        rows = self._rows(name)
         if not rows:
             return None
         if len(rows) == 1 or memory_mib is None:
@@ -56,7 +76,7 @@ class GpuIndex:
         return min(rows, key=lambda g: abs((g.memory_gb or 0) - memory_mib / 1024.0))
 
     def candidates(self, name: str) -> Sequence[Gpu]:
-        return tuple(self._by_key.get(normalize_name(name), ()))
+        return tuple(self._rows(name))
 
     def suggest(self, name: str, n: int = 3) -> List[str]:
         """Close names for a "did you mean" message, as the matrix spells them."""

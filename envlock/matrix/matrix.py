@@ -9,6 +9,7 @@ from envlock.matrix.lookup import GpuIndex
 from envlock.matrix.model import (
     Advisory,
     Arch,
+    Companions,
     CudaLine,
     CudaMajor,
     CudaRelease,
@@ -44,6 +45,7 @@ class Matrix:
         torch_releases: Mapping[str, TorchRelease],
         variants: Sequence[TorchVariant],
         advisories: Mapping[str, Advisory],
+        companions: Optional[Mapping[str, Companions]] = None,
     ) -> None:
         self.version = version
         self.sources = dict(sources)
@@ -58,6 +60,8 @@ class Matrix:
         self.torch_releases = dict(sorted(torch_releases.items(), key=lambda kv: V(kv[0])))
         self.variants: Tuple[TorchVariant, ...] = tuple(variants)
         self.advisories = dict(advisories)
+        #: torch release -> its torchvision/torchaudio releases (companions.toml)
+        self.companions: Dict[str, Companions] = dict(companions or {})
         self._gpu_index = GpuIndex(self.gpus.values())
         self._variants_by_release: Dict[str, List[TorchVariant]] = {}
         for v in self.variants:

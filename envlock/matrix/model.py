@@ -26,6 +26,7 @@ __all__ = [
     "PlatformBuild",
     "TorchRelease",
     "TorchVariant",
+    "Companions",
     "Advisory",
     "PLATFORMS",
 ]
@@ -218,6 +219,25 @@ class TorchVariant:
     @property
     def arch_known(self) -> bool:
         return self.sass is not None
+
+
+@dataclass(frozen=True)
+class Companions:
+    """The torchvision and torchaudio releases built for one torch release.
+
+    The pairing is a matrix fact, not left to the wheels: torchaudio 2.11.0 declares no
+    torch requirement at all, so a resolver left alone would pair it with any torch (and
+    it fails to load with torch 2.5.1). An empty tuple means no release is known to work.
+    """
+
+    torch: str
+    torchvision: Tuple[str, ...]
+    torchaudio: Tuple[str, ...]
+    provenance: Provenance
+
+    def allowed(self, package: str) -> Optional[Tuple[str, ...]]:
+        """The paired versions of ``package`` (``None`` for a package that is not paired)."""
+        return {"torchvision": self.torchvision, "torchaudio": self.torchaudio}.get(package)
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,15 @@ next to the data rather than in any one front end.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from envlock.kernels import Coverage, coverage
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import Gpu, TorchVariant
 from envlock.versions import V
 
-__all__ = ["gpu_coverage", "DriverNeed", "driver_need", "driver_verdict", "DriverVerdict"]
+__all__ = ["gpu_coverage", "DriverNeed", "driver_need", "driver_verdict", "DriverVerdict",
+           "BuildLibraries", "build_libraries"]
 
 
 def gpu_coverage(variant: TorchVariant, gpu: Gpu) -> Optional[Coverage]:
@@ -109,3 +110,89 @@ def driver_verdict(matrix: Matrix, variant: TorchVariant, gpus: Iterable[Gpu],
     if full is None or dv >= V(full):
         return DriverVerdict(True, "full")
     return DriverVerdict(True, "minor-version compatibility")
+
+
+#: libraries whose versions the advisories ask about; a CUDA build that cannot tell them
+#: leaves them unknown (with the reason) instead of absent
+_CUDA_LIBRARIES = ("cublas", "cublasLt", "cudart", "cudnn", "nccl", "nvjitlink")
+#: cuda.toml component name -> lock library key, for wheels that bundle the toolkit's copy
+_BUNDLED_COMPONENTS = {"cublas": "cublas", "cudart": "cudart", "nvrtc": "nvrtc",
+                       "cusparse": "cusparse", "nvjitlink": "nvjitlink"}
+_GPU_PIN_RE = ("nvidia-", "cuda-toolkit", "cuda-bindings")
+
+
+@dataclass(frozen=True)
+class BuildLibraries:
+    """The native CUDA libraries of one build, as far as the matrix can tell.
+
+    ``versions``: library -> version, each with its ``source`` (a pin, the copy bundled from
+    the build's CUDA release, or the PyPI wheel this build is the same as). ``bundled``:
+    libraries inside the torch wheel itself, which no requirement override can replace.
+    ``unknown``: library -> why the matrix cannot say. ``pins``/``pins_known``: the build's
+    CUDA wheel requirements (its own, or the identical PyPI wheel's) and whether the list is
+    complete.
+    """
+
+    versions: Mapping[str, str]
+    source: Mapping[str, str]
+    bundled: FrozenSet[str]
+    unknown: Mapping[str, str]
+    pins: Tuple[str, ...]
+    pins_known: bool
+
+
+def _gpu_pins(pins: Iterable[str]) -> List[str]:
+    return [p for p in pins if p.strip().lower().startswith(_GPU_PIN_RE)]
+
+
+def build_libraries(matrix: Matrix, variant: TorchVariant) -> BuildLibraries:
+    """Derive a build's library versions (derived facts, never defaults).
+
+    1. Pins and curated ``libraries`` of the row itself.
+    2. A wheel that bundles its libraries (pins known and empty, a CUDA build): the
+       versions of its ``cuda_release``'s components in cuda.toml; these are *bundled*.
+    3. A PyTorch-index build whose pins the matrix does not know, of the same release,
+       tag and platform as the PyPI build: the same wheel, so it shares the PyPI facts.
+    4. Anything else stays unknown, with the reason.
+    """
+    versions: Dict[str, str] = dict(variant.libraries)
+    source = {k: f"the matrix row of torch {variant.version_string}" for k in versions}
+    if variant.tag == "cpu" or variant.cuda is None:
+        return BuildLibraries(versions, source, frozenset(), {}, variant.pins, True)
+    pins: Tuple[str, ...] = variant.pins
+    pins_known = variant.pins_status == "known"
+    bundled: Set[str] = set()
+    unknown: Dict[str, str] = {}
+    if pins_known and not _gpu_pins(pins):
+        rel = matrix.cuda_releases.get(variant.cuda_release or "")
+        bundled.update(versions)  # the curated copies (cuDNN) live in torch/lib too
+        if rel is None:
+            why = (f"torch {variant.version_string} bundles its CUDA libraries, but the CUDA "
+                   f"release it was built with is not in the matrix")
+            unknown.update({k: why for k in _CUDA_LIBRARIES if k not in versions})
+        else:
+            for comp, key in _BUNDLED_COMPONENTS.items():
+                if comp in rel.components and key not in versions:
+                    versions[key] = rel.components[comp]
+                    source[key] = f"bundled in the wheel from CUDA {rel.version}"
+                    bundled.add(key)
+    elif not pins_known and not variant.on_pypi:
+        twin = next((t for t in matrix.variants_for(release=variant.release,
+                                                    platform=variant.platform)
+                     if t.on_pypi and t.tag == variant.tag), None)
+        if twin is not None:
+            pins, pins_known = twin.pins, True
+            for k, val in twin.libraries.items():
+                if k not in versions:
+                    versions[k] = val
+                    source[k] = f"the PyPI wheel of torch {twin.release} (the same build)"
+    if "cublas" in versions and "cublasLt" not in versions:
+        versions["cublasLt"] = versions["cublas"]  # one wheel, one version
+        source["cublasLt"] = source["cublas"]
+        if "cublas" in bundled:
+            bundled.add("cublasLt")
+    if not pins_known:
+        why = (f"the matrix does not know the CUDA wheel requirements of torch "
+               f"{variant.version_string} ({variant.pins_status})")
+        unknown.update({k: why for k in _CUDA_LIBRARIES if k not in versions})
+    return BuildLibraries(versions, source, frozenset(bundled), unknown, pins, pins_known)

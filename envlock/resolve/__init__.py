@@ -31,7 +31,13 @@ from envlock.lock.model import (
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import TorchVariant
 from envlock.platforms import Target
-from envlock.resolve.hardware import advisories_for, choose_variant
+from envlock.resolve.hardware import (
+    Choice,
+    bundled_conflict,
+    choose_variant,
+    judge_build,
+    plan_facts,
+)
 from envlock.resolve.sources import SourcePolicy
 from envlock.resolve.target import ResolveRequest, TargetSpec
 
@@ -92,21 +98,20 @@ def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
 
 def _wanted_versions(matrix: Matrix, variant: TorchVariant,
                      requirements: Sequence[Requirement]) -> Dict[str, Set[str]]:
-    rel = matrix.torch_releases[variant.release]
-    names = {canonicalize_name(r.name) for r in requirements}
-    allowed: Dict[str, Set[str]] = {}
-    if "torchvision" in names and rel.torchvision:
-        allowed["torchvision"] = set(rel.torchvision)
-    if "torchaudio" in names and rel.torchaudio:
-        allowed["torchaudio"] = set(rel.torchaudio)
-    return allowed
+    """Companion versions the closure may use: the matrix pairing for the chosen torch,
+    applied whether torchvision/torchaudio are requested or pulled in by a dependency."""
+    from envlock.resolve.closure import companion_versions
+
+    return companion_versions(matrix.companions, variant.release)
 
 
 def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                     client: "IndexClient", spec: TargetSpec,
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
-    choice = choose_variant(matrix, spec, request.torch, request.cuda)
+    choice = choose_variant(matrix, spec, request.torch, request.cuda,
+                            tuple(str(r) for r in request.requirements))
     v = choice.variant
+    derived = dict(choice.libraries.versions) if choice.libraries else dict(v.libraries)
     tindex = torch_index_url(v, config, request.pytorch_index)
     if on_event:
         on_event(f"{spec.name}: torch {v.version_string} ({v.tag}) from {redact(tindex)}")
@@ -120,22 +125,20 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
             raise OfflineError(f"the index page of torch on {redact(tindex)} is not cached")
         packages, resolved_versions = _closure(request, matrix, client, config, target, v,
                                                tindex, overrides, on_event)
-        # Re-judge advisories on the real pins (the index may pin what the matrix did not).
-        libs = libraries_of(resolved_versions, dict(v.libraries))
-        extra = [(aid, act) for aid, act in advisories_for(matrix, spec, v, resolved_versions,
-                                                            libs)
-                 if act == "override" and canonicalize_name(aid) not in
-                 {a.id for a in advisories}]
+        # Re-judge advisories on the real pins (the index may pin what the matrix did not,
+        # and the closure is the complete package list: may-apply ones get decided).
+        libs = libraries_of(resolved_versions, derived)
+        advisories, extra, notes = _rejudge(matrix, spec, choice, advisories, resolved_versions,
+                                            libs)
+        decision.extend(notes)
         if extra:
-            for aid, _ in extra:
+            for aid in extra:
                 adv = matrix.advisories[aid]
                 for r in adv.resolve_override:
                     req = Requirement(r)
                     overrides[str(canonicalize_name(req.name))] = req
-                advisories.append(AppliedAdvisory(aid, "override", adv.title,
-                                                  tuple(adv.resolve_override)))
             decision.append("re-resolved with overrides after reading the index's pins: "
-                            + ", ".join(aid for aid, _ in extra))
+                            + ", ".join(extra))
             packages, resolved_versions = _closure(request, matrix, client, config, target,
                                                    v, tindex, overrides, on_event)
     except OfflineError as exc:
@@ -145,7 +148,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         decision.append(f"offline and not cached ({exc.message}); the lock holds only the "
                         f"GPU core from the matrix, without hashes or transitive closure")
         packages, resolved_versions = _gpu_core(matrix, request, target, v, tindex, overrides)
-    libs = libraries_of(resolved_versions, dict(v.libraries))
+    libs = libraries_of(resolved_versions, derived)
     for name, req in overrides.items():
         decision.append(f"override: {req} (advisory) instead of the build's own pin")
     need = choice.need
@@ -174,6 +177,58 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     )
 
 
+def _rejudge(matrix: Matrix, spec: TargetSpec, choice: Choice,
+             advisories: List[AppliedAdvisory], versions: Dict[str, str],
+             libs: Dict[str, str]) -> Tuple[List[AppliedAdvisory], List[str], List[str]]:
+    """Judge the advisories again on a full closure (a complete package list).
+
+    Returns the advisories to record, the ids whose overrides must be added (true now and
+    fixable), and decision lines. A may-apply advisory now known false is dropped; one now
+    true with an override becomes an override; one still unknown keeps its unknown facts.
+    """
+    facts = plan_facts(matrix, spec, choice.variant, choice.libraries, packages=versions,
+                       libraries=libs, complete=True)
+    verdicts = {vd.advisory.id: vd for vd in judge_build(matrix, facts)}
+    out: List[AppliedAdvisory] = []
+    notes: List[str] = []
+    extra: List[str] = []
+    have = {a.id for a in advisories if a.action != "may-apply"}
+    for a in advisories:
+        vd = verdicts.get(a.id)
+        # a floor override already applied changed the packages it is judged on: keep it
+        if not a.unknown or vd is None or a.action == "override":
+            out.append(a)
+            continue
+        if vd.outcome.value is False:
+            notes.append(f"{a.id} ruled out on the resolved packages "
+                         f"({', '.join(vd.outcome.because)})")
+            continue
+        if vd.outcome.value is None:
+            out.append(AppliedAdvisory(a.id, a.action, a.summary, a.override,
+                                       vd.outcome.unknown))
+            continue
+        notes.append(f"{a.id} is true on the resolved packages "
+                     f"({', '.join(vd.outcome.because)})")
+        if vd.action != "override":  # an exclude the chosen build could not avoid
+            out.append(AppliedAdvisory(a.id, "warning", a.summary))
+    for aid, vd in verdicts.items():
+        if vd.outcome.value is not True or vd.action != "override" or aid in have:
+            continue
+        if any(a.id == aid and a.action == "override" for a in out):
+            continue
+        out = [a for a in out if a.id != aid]
+        adv = vd.advisory
+        if choice.libraries is not None and bundled_conflict(adv, choice.libraries):
+            out.append(AppliedAdvisory(aid, "warning", f"{adv.title} (its override cannot "
+                                                       f"replace the library in the wheel)"))
+            notes.append(f"{aid} applies on the resolved packages but its override cannot "
+                         f"replace a library bundled in the torch wheel")
+            continue
+        out.append(AppliedAdvisory(aid, "override", adv.title, tuple(adv.resolve_override)))
+        extra.append(aid)
+    return out, extra, notes
+
+
 def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
              config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
              overrides: Dict[str, Requirement],
@@ -182,7 +237,8 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     from envlock.resolve.closure import Finder, Req, reqs_from, resolve_closure
 
     policy = SourcePolicy(config, tindex)
-    finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements))
+    finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements),
+                    allowed_for=v.version_string)
     reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
     reqs += reqs_from(request.requirements, target.markers)
     # The matrix already knows torch's Requires-Dist: start fetching those pages and
@@ -251,7 +307,10 @@ def _gpu_core(matrix: Matrix, request: ResolveRequest, target: Target, v: TorchV
             out[name] = LockedPackage(name, "", index, specifier=str(req.specifier))
     rel = matrix.torch_releases[v.release]
     wanted = {canonicalize_name(r.name) for r in request.requirements}
-    for pkg, choices in (("torchvision", rel.torchvision), ("torchaudio", rel.torchaudio)):
+    pair = matrix.companions.get(v.release)
+    paired = ((pair.torchvision, pair.torchaudio) if pair is not None
+              else (rel.torchvision, rel.torchaudio))
+    for pkg, choices in zip(("torchvision", "torchaudio"), paired):
         if pkg in wanted and choices:
             ver = choices[-1] if v.on_pypi else f"{choices[-1]}+{v.tag}"
             out[pkg] = LockedPackage(pkg, ver, redact(tindex), direct=True)

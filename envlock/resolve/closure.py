@@ -41,7 +41,7 @@ from envlock.index.pages import Dist
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 
-__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON"]
+__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "companion_versions"]
 
 PYTHON = "<python>"
 
@@ -92,7 +92,8 @@ class Finder:
     """Candidates per project for one target, with caching and prefetch."""
 
     def __init__(self, client: IndexClient, policy: SourcePolicy, target: Target,
-                 allowed_versions: Optional[Mapping[str, Set[str]]] = None) -> None:
+                 allowed_versions: Optional[Mapping[str, Set[str]]] = None,
+                 allowed_for: str = "") -> None:
         self.client = client
         self.policy = policy
         self.target = target
@@ -100,6 +101,7 @@ class Finder:
         self.python = Version(f"{target.python.rstrip('t')}.0")
         self.env = target.markers
         self.allowed = {canonicalize_name(k): v for k, v in (allowed_versions or {}).items()}
+        self.allowed_for = allowed_for  # the torch version the restriction is for (messages)
         self._cands: Dict[str, List[Cand]] = {}
         self._lock = threading.Lock()
         self._prefetched: Set[Tuple[str, str]] = set()
@@ -233,6 +235,20 @@ class Finder:
         return reqs, meta.requires_python
 
 
+def companion_versions(companions: Mapping[str, Any], torch_release: str) -> Dict[str, Set[str]]:
+    """The torchvision/torchaudio versions paired with ``torch_release`` in the matrix.
+
+    Applied to every candidate of those projects, whether the user asked for them or a
+    dependency pulls them in: a companion wheel's own torch requirement is not enough
+    (torchaudio 2.11.0 declares none). A torch release without a pairing row restricts
+    nothing; the matrix validation makes sure every release has one.
+    """
+    pair = companions.get(torch_release)
+    if pair is None:
+        return {}
+    return {"torchvision": set(pair.torchvision), "torchaudio": set(pair.torchaudio)}
+
+
 @lru_cache(maxsize=2048)
 def _python_ok(requires_python: str, python: Version) -> bool:
     try:
@@ -362,7 +378,14 @@ def _impossible(exc: Any, finder: Finder) -> str:
                          f"Python {finder.target.python}")
             continue
         cands = finder.candidates(req.name) or []
-        if not cands:
+        paired = finder.allowed.get(req.name)
+        if not cands and paired is not None:
+            torch = finder.allowed_for or "the chosen torch"
+            known = ", ".join(sorted(paired)) or "none"
+            parts.append(f"{req}{parent}: the matrix pairs {req.name} {known} with torch "
+                         f"{torch}, and no such version fits {finder.target.platform}/"
+                         f"Python {finder.target.python}")
+        elif not cands:
             indexes, _ = finder.policy.indexes_for(req.name)
             where = ", ".join(redact(i) for i in indexes) or "the configured indexes"
             parts.append(f"{req}{parent}: no files for {req.name} on {where} for "

@@ -23,17 +23,26 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from envlock.checks.conditions import evaluate
-from envlock.checks.facts import facts_from_plan
+from envlock.checks.conditions import Outcome, judge
+from envlock.checks.facts import Facts, facts_from_plan
+from envlock.families import library_of_package
 from envlock.errors import NoCandidateError
 from envlock.lock.model import AppliedAdvisory
 from envlock.matrix.matrix import Matrix
-from envlock.matrix.model import TorchVariant
-from envlock.matrix.rules import DriverNeed, driver_need, driver_verdict, gpu_coverage
+from envlock.matrix.model import Advisory, TorchVariant
+from envlock.matrix.rules import (
+    BuildLibraries,
+    DriverNeed,
+    build_libraries,
+    driver_need,
+    driver_verdict,
+    gpu_coverage,
+)
 from envlock.resolve.target import TargetSpec
 from envlock.versions import V
 
-__all__ = ["Choice", "choose_variant", "planned_packages", "advisories_for"]
+__all__ = ["Choice", "choose_variant", "planned_packages", "advisories_for", "judge_build",
+           "plan_facts", "Verdict", "floor_override"]
 
 
 @dataclass(frozen=True)
@@ -44,18 +53,24 @@ class Choice:
     overrides: Tuple[Requirement, ...]
     need: DriverNeed
     driver_how: Optional[str]
+    libraries: Optional[BuildLibraries] = None
 
 
 _PLANNED: Dict[Tuple[str, str, str, str], Dict[str, str]] = {}
 
 
-def planned_packages(variant: TorchVariant) -> Dict[str, str]:
-    """name -> exact version for every ``==`` pin of a build (and torch itself)."""
+def planned_packages(variant: TorchVariant,
+                     pins: Optional[Sequence[str]] = None) -> Dict[str, str]:
+    """name -> exact version for every ``==`` pin of a build (and torch itself).
+
+    ``pins`` replaces the build's own pins (a PyTorch-index build that is the same wheel as
+    the PyPI build shares the PyPI pins, see :func:`build_libraries`).
+    """
     key = (variant.release, variant.tag, variant.platform, variant.index)
-    if key in _PLANNED:
+    if pins is None and key in _PLANNED:
         return dict(_PLANNED[key])
     out = {"torch": variant.version_string}
-    for text in variant.pins:
+    for text in (variant.pins if pins is None else pins):
         try:
             req = Requirement(text)
         except Exception:  # noqa: BLE001 - validated at load; be defensive
@@ -63,28 +78,102 @@ def planned_packages(variant: TorchVariant) -> Dict[str, str]:
         exact = [s.version for s in req.specifier if s.operator == "=="]
         if len(exact) == 1 and "*" not in exact[0]:
             out[req.name] = exact[0]
-    _PLANNED[key] = dict(out)
+    if pins is None:
+        _PLANNED[key] = dict(out)
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One exclude/override/warn advisory judged on one build's planned facts."""
+
+    advisory: Advisory
+    outcome: Outcome
+
+    @property
+    def action(self) -> str:
+        return self.advisory.resolve_action or "warn"
+
+
+def plan_facts(matrix: Matrix, target: TargetSpec, variant: TorchVariant,
+               libs: Optional[BuildLibraries] = None,
+               packages: Optional[Dict[str, str]] = None,
+               libraries: Optional[Dict[str, str]] = None,
+               complete: Optional[bool] = None) -> Facts:
+    """The facts of the environment a lock with this build would give.
+
+    Without ``packages``, the packages are the build's planned pins; ``complete`` says
+    whether nothing else is installed (False when the user adds requirements: the closure
+    judges those later). CUDA wheels stay unknown when the build's pins are not known.
+    Library versions are the derived ones unless ``libraries`` is given.
+    """
+    libs = libs if libs is not None else build_libraries(matrix, variant)
+    unknown_prefixes: Tuple[str, ...] = ()
+    if packages is None:
+        packages = planned_packages(variant, libs.pins if libs.pins != variant.pins else None)
+        if not libs.pins_known:
+            unknown_prefixes = ("nvidia-", "cuda-")
+    return facts_from_plan(
+        matrix, gpus=target.gpus, driver=target.driver,
+        torch_version=variant.version_string, torch_cuda=variant.cuda,
+        arch_list=list(variant.targets) if variant.sass is not None else None,
+        packages=packages,
+        libraries=libraries if libraries is not None else dict(libs.versions),
+        python=target.python, platform=target.platform, glibc=target.glibc,
+        packages_complete=bool(complete), libraries_complete=not libs.unknown,
+        unknown_prefixes=unknown_prefixes)
+
+
+def judge_build(matrix: Matrix, facts: Facts) -> List[Verdict]:
+    """Every advisory with a condition and a resolver action, judged on ``facts``."""
+    out = []
+    for adv in matrix.advisories.values():
+        if adv.condition is None:
+            continue
+        out.append(Verdict(adv, judge(adv.condition, facts)))
     return out
 
 
 def advisories_for(matrix: Matrix, target: TargetSpec, variant: TorchVariant,
                    packages: Optional[Dict[str, str]] = None,
                    libraries: Optional[Dict[str, str]] = None) -> List[Tuple[str, str]]:
-    """(advisory id, action) for every advisory that fires on this plan."""
-    facts = facts_from_plan(
-        matrix, gpus=target.gpus, driver=target.driver,
-        torch_version=variant.version_string, torch_cuda=variant.cuda,
-        arch_list=list(variant.targets) if variant.sass is not None else None,
-        packages=packages if packages is not None else planned_packages(variant),
-        libraries=libraries if libraries is not None else dict(variant.libraries),
-        python=target.python)
-    fired = []
-    for adv in matrix.advisories.values():
-        if adv.condition is None:
-            continue
-        if evaluate(adv.condition, facts) is True:
-            fired.append((adv.id, adv.resolve_action or "warn"))
-    return fired
+    """(advisory id, action) for every advisory that is *true* on this plan."""
+    facts = plan_facts(matrix, target, variant, packages=packages, libraries=libraries,
+                       complete=packages is not None)
+    return [(v.advisory.id, v.action) for v in judge_build(matrix, facts)
+            if v.outcome.value is True]
+
+
+def bundled_conflict(adv: Advisory, libs: BuildLibraries) -> List[str]:
+    """The libraries an advisory's override would replace that sit inside the torch wheel."""
+    out = []
+    for text in adv.resolve_override:
+        lib = library_of_package(Requirement(text).name)
+        if lib is not None and lib in libs.bundled:
+            out.append(lib)
+    return out
+
+
+def floor_override(adv: Advisory, planned: Dict[str, str], libs: BuildLibraries) -> bool:
+    """Whether an override only raises pins the build already has (same major): a floor
+    that cannot hurt, so it is applied even when the advisory is only *may apply*."""
+    if not adv.resolve_override or bundled_conflict(adv, libs):
+        return False
+    for text in adv.resolve_override:
+        req = Requirement(text)
+        have = planned.get(str(req.name)) or planned.get(req.name.lower())
+        specs = list(req.specifier)
+        if have is None or len(specs) != 1 or specs[0].operator not in ("==", ">="):
+            return False
+        want = V(specs[0].version)
+        cur = V(have.split("+")[0])
+        if want.release[:1] != cur.release[:1] or want < cur:
+            return False
+    return True
+
+
+def _fmt_facts(outcome: Outcome) -> str:
+    return ", ".join(outcome.because) if outcome.because else "its condition"
 
 
 @dataclass
@@ -94,11 +183,19 @@ class _Candidate:
     applied: Tuple[AppliedAdvisory, ...] = ()
     driver_how: Optional[str] = None
     need: Optional[DriverNeed] = None
+    libs: Optional[BuildLibraries] = None
+    #: exclude/override advisories whose condition is unknown for this build
+    unknown: Tuple[Verdict, ...] = ()
+    notes: Tuple[str, ...] = ()
 
     def rank(self) -> Tuple[object, ...]:
         v = self.variant
-        return (V(v.release), V(v.cuda) if v.cuda else V("0"), -len(self.overrides),
-                v.on_pypi, v.tag)
+        return (V(v.release), -len(self.unknown), V(v.cuda) if v.cuda else V("0"),
+                -len(self.overrides), v.on_pypi, v.tag)
+
+    def label(self) -> str:
+        v = self.variant
+        return f"torch {v.version_string} ({'PyPI' if v.on_pypi else v.index})"
 
 
 def _with_index(matrix: Matrix, v: TorchVariant, base: str) -> str:
@@ -109,9 +206,14 @@ def _with_index(matrix: Matrix, v: TorchVariant, base: str) -> str:
 
 
 def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
-                   cuda: Optional[str] = None) -> Choice:
+                   cuda: Optional[str] = None,
+                   target_requirements: Sequence[str] = ()) -> Choice:
+    """The build for ``target``; ``target_requirements`` names what the user adds to torch
+    (their packages are unknown to the hardware choice: the closure judges them later)."""
     pool = matrix.variants_for(platform=target.platform)
-    allowed = [v for v in pool if spec.contains(V(v.release), prereleases=True)]
+    releases = {v.release for v in pool}
+    ok = {r for r in releases if spec.contains(V(r), prereleases=True)}
+    allowed = [v for v in pool if v.release in ok]
     if target.cpu:
         base = [v for v in allowed if v.tag == "cpu"]
     else:
@@ -145,33 +247,21 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
             continue
         runnable.append(c)
 
-    # Advisories are judged group by group, in preference order (release, then CUDA line):
-    # the first group with a candidate no advisory excludes holds the answer.
+    # Advisories are judged release by release, newest first: the first release with a
+    # build no advisory rules out holds the answer; within it, builds are ranked (rank()).
     clean: List[_Candidate] = []
     excluded: Dict[str, List[TorchVariant]] = {}
-    runnable.sort(key=lambda c: c.rank()[:2], reverse=True)
-    for _, group in groupby(runnable, key=lambda c: c.rank()[:2]):
+    steps: List[str] = []
+    complete = not target_requirements
+    runnable.sort(key=lambda c: V(c.variant.release), reverse=True)
+    for _, group in groupby(runnable, key=lambda c: V(c.variant.release)):
+        steps = []
         for c in group:
-            overrides: List[Requirement] = []
-            applied: List[AppliedAdvisory] = []
-            drop = False
-            for aid, action in advisories_for(matrix, target, c.variant):
-                adv = matrix.advisories[aid]
-                if action == "exclude":
-                    excluded.setdefault(aid, []).append(c.variant)
-                    drop = True
-                elif action == "override":
-                    overrides.extend(Requirement(r) for r in adv.resolve_override)
-                    applied.append(AppliedAdvisory(aid, "override", adv.title,
-                                                   tuple(adv.resolve_override)))
-                else:
-                    applied.append(AppliedAdvisory(aid, "warning", adv.title))
-            if drop:
+            if not _judge_candidate(matrix, target, c, complete, excluded, steps):
                 continue
-            c.overrides = tuple(overrides)
-            c.applied = tuple(applied)
             clean.append(c)
         if clean:
+            steps.extend(_unknown_steps(clean))
             break
 
     if not clean:
@@ -180,16 +270,112 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
     clean.sort(key=lambda c: c.rank(), reverse=True)
     best = clean[0]
     applied = list(best.applied)
-    best_rank = best.rank()
+    overrides = list(best.overrides)
+    assert best.libs is not None
+    planned = planned_packages(best.variant,
+                               best.libs.pins if best.libs.pins != best.variant.pins else None)
+    for vd in best.unknown:
+        adv = vd.advisory
+        facts = ", ".join(vd.outcome.unknown)
+        if vd.action == "override" and floor_override(adv, planned, best.libs):
+            overrides.extend(Requirement(r) for r in adv.resolve_override)
+            applied.append(AppliedAdvisory(adv.id, "override", adv.title,
+                                           tuple(adv.resolve_override), vd.outcome.unknown))
+            steps.append(f"{adv.id} may apply to the chosen build ({facts} unknown); its "
+                         f"override {', '.join(adv.resolve_override)} only raises the build's "
+                         f"own pin, so it is applied")
+        else:
+            applied.append(AppliedAdvisory(adv.id, "may-apply", adv.title, (),
+                                           vd.outcome.unknown))
+            steps.append(f"{adv.id} may apply to the chosen build ({facts} unknown) and no "
+                         f"build known to be clear of it qualifies: recorded as may-apply")
+    best_key = (V(best.variant.release), V(best.variant.cuda or "0"))
     for aid, variants in sorted(excluded.items()):
-        if any(_Candidate(v).rank()[:2] > best_rank[:2] for v in variants):
+        shown = [v for v in variants if (V(v.release), V(v.cuda or "0")) >= best_key]
+        if shown:
             adv = matrix.advisories[aid]
-            builds = ", ".join(sorted({f"{v.release} {v.tag}" for v in variants}))
+            builds = ", ".join(sorted({_short(v) for v in shown}))
             applied.append(AppliedAdvisory(aid, "excluded", f"{adv.title} (excluded {builds})"))
     decision = _decision(matrix, target, spec, cuda, best, runnable)
+    decision[2:2] = steps
+    if overrides:
+        decision = [d for d in decision if not d.startswith("overrides: ")]
+        decision.append("overrides: " + ", ".join(str(r) for r in overrides))
     assert best.need is not None
     return Choice(variant=best.variant, decision=tuple(decision), advisories=tuple(applied),
-                  overrides=best.overrides, need=best.need, driver_how=best.driver_how)
+                  overrides=tuple(overrides), need=best.need, driver_how=best.driver_how,
+                  libraries=best.libs)
+
+
+def _unknown_steps(group: Sequence[_Candidate]) -> List[str]:
+    """Decision lines for unknown advisories: one line when every build shares it."""
+    lines = []
+    ids = sorted({vd.advisory.id for c in group for vd in c.unknown})
+    for aid in ids:
+        having = [(c, vd) for c in group for vd in c.unknown if vd.advisory.id == aid]
+        if len(having) == len(group) and len(group) > 1:
+            facts = sorted({f for _, vd in having for f in vd.outcome.unknown})
+            lines.append(f"{aid} is unknown for every qualifying build of torch "
+                         f"{group[0].variant.release} ({', '.join(facts)} unknown)")
+            continue
+        for c, vd in having:
+            assert c.libs is not None
+            libs = c.libs
+            why = "; ".join(sorted({libs.unknown[p.split(".")[1]] for p in vd.outcome.unknown
+                                    if p.startswith("library.")
+                                    and p.split(".")[1] in libs.unknown}))
+            lines.append(f"{aid} is unknown for {c.label()}: {', '.join(vd.outcome.unknown)} "
+                         f"unknown" + (f" ({why})" if why else "")
+                         + "; ranked below builds where it is known false or fixable")
+    return lines
+
+
+def _short(v: TorchVariant) -> str:
+    return f"{v.version_string}" + (" from PyPI" if v.on_pypi else "")
+
+
+def _judge_candidate(matrix: Matrix, target: TargetSpec, c: _Candidate, complete: bool,
+                     excluded: Dict[str, List[TorchVariant]], steps: List[str]) -> bool:
+    """Judge every advisory on one build; False when one rules the build out."""
+    libs = build_libraries(matrix, c.variant)
+    c.libs = libs
+    facts = plan_facts(matrix, target, c.variant, libs, complete=complete)
+    overrides: List[Requirement] = []
+    applied: List[AppliedAdvisory] = []
+    unknown: List[Verdict] = []
+    for vd in judge_build(matrix, facts):
+        adv, action, value = vd.advisory, vd.action, vd.outcome.value
+        if value is None:
+            if action in ("exclude", "override"):
+                unknown.append(vd)
+            continue
+        if value is False:
+            continue
+        if action == "exclude":
+            excluded.setdefault(adv.id, []).append(c.variant)
+            steps.append(f"{adv.id} excludes {c.label()} ({_fmt_facts(vd.outcome)})")
+            return False
+        if action == "override":
+            inside = bundled_conflict(adv, libs)
+            if inside:
+                excluded.setdefault(adv.id, []).append(c.variant)
+                srcs = "; ".join(f"{lib} {libs.versions.get(lib, '?')} "
+                                 f"{libs.source.get(lib, '')}".strip() for lib in inside)
+                steps.append(f"{adv.id} applies to {c.label()} ({_fmt_facts(vd.outcome)}) but "
+                             f"its override cannot replace a library bundled inside the torch "
+                             f"wheel ({srcs}): build disqualified")
+                return False
+            overrides.extend(Requirement(r) for r in adv.resolve_override)
+            applied.append(AppliedAdvisory(adv.id, "override", adv.title,
+                                           tuple(adv.resolve_override)))
+            steps.append(f"{adv.id} applies to {c.label()} ({_fmt_facts(vd.outcome)}): "
+                         f"override {', '.join(adv.resolve_override)}")
+        else:
+            applied.append(AppliedAdvisory(adv.id, "warning", adv.title))
+    c.overrides = tuple(overrides)
+    c.applied = tuple(applied)
+    c.unknown = tuple(unknown)
+    return True
 
 
 def _decision(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Optional[str],
@@ -205,16 +391,23 @@ def _decision(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Opti
     else:
         runs = f" that driver {target.driver} runs ({best.driver_how})" if target.driver else ""
         forced = f" (--cuda {cuda})" if cuda else ""
-        lines.append(f"{v.tag} (CUDA {v.cuda}) from {where} is the newest CUDA line{runs}"
-                     f"{forced}; qualifying builds of {v.release}: {', '.join(same)}")
+        newest = max((V(c.variant.cuda) for c in clean if c.variant.release == v.release
+                      and c.variant.cuda), default=V(v.cuda or "0"))
+        if V(v.cuda or "0") >= newest:
+            lines.append(f"{v.tag} (CUDA {v.cuda}) from {where} is the newest CUDA line{runs}"
+                         f"{forced}; qualifying builds of {v.release}: {', '.join(same)}")
+        else:
+            runs = f", which driver {target.driver} runs ({best.driver_how})," \
+                if target.driver else ""
+            lines.append(f"{v.tag} (CUDA {v.cuda}) from {where}{runs} ranks first{forced}: "
+                         f"newer CUDA lines have advisories the matrix cannot rule out; "
+                         f"qualifying builds of {v.release}: {', '.join(same)}")
         for g in target.gpus:
             cov = gpu_coverage(v, g)
             assert cov is not None
             how = "SASS" if cov.how == "sass" else "PTX JIT of"
             lines.append(f"{g.name} is {g.sm} ({matrix.archs[g.arch].name}); this build runs "
                          f"on it with {how} {cov.target}")
-    if best.overrides:
-        lines.append("overrides: " + ", ".join(str(r) for r in best.overrides))
     return lines
 
 

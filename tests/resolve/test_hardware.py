@@ -4,7 +4,8 @@ matrix facts (arch lists measured in the wheels, NVIDIA driver tables)."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
 import pytest
 from packaging.specifiers import SpecifierSet
@@ -28,8 +29,11 @@ def choose(gpus: Sequence[str], driver: Optional[str] = None, spec: str = "",
 CHOICES = [
     # gpus, driver, torch spec, cuda, python, platform -> release, tag, from PyPI
     (["H20"], None, "", None, "3.11", "linux_x86_64", "2.15.0", "cu132", True),
-    # 535 runs CUDA 12.x through minor-version compatibility; cu124 is the newest 12.x of 2.4
-    (["H20"], "535.104.05", ">=2.4,<2.5", None, "3.10", "linux_x86_64", "2.4.1", "cu124", False),
+    # 535 runs CUDA 12.x through minor-version compatibility. cu124 is the newest 12.x of 2.4,
+    # but the matrix does not know its cuBLAS (pins partial): the H20 SIGFPE advisory is
+    # unknown there, so the PyPI cu121 build, known to need and get the cuBLAS override,
+    # ranks first (issue 10: unknown is not safe)
+    (["H20"], "535.104.05", ">=2.4,<2.5", None, "3.10", "linux_x86_64", "2.4.1", "cu121", True),
     (["H20"], None, "", "12.1", "3.11", "linux_x86_64", "2.5.1", "cu121", False),
     # Volta: cu128 dropped it in 2.11 and CUDA 13 cannot compile it; cu126 still has sm_70
     (["V100"], None, ">=2.11", None, "3.11", "linux_x86_64", "2.14.1", "cu126", False),
@@ -37,8 +41,8 @@ CHOICES = [
     (["GTX 1080 Ti"], None, "", None, "3.11", "linux_x86_64", "2.14.1", "cu126", False),
     # Kepler: the last sm_37 build is cu118, last released with torch 2.7
     (["K80"], None, "", None, "3.10", "linux_x86_64", "2.7.1", "cu118", False),
-    # R570 runs CUDA 12.8 builds; 2.12+ have no cu128 and CUDA 13 needs R580
-    (["B200"], "570.86.15", "", None, "3.11", "linux_x86_64", "2.11.0", "cu128", False),
+    # R570 runs CUDA 12.x builds: the newest is 2.12.1 cu129 (issue 15); CUDA 13 needs R580
+    (["B200"], "570.86.15", "", None, "3.11", "linux_x86_64", "2.12.1", "cu129", False),
     (["A100"], "470.82.01", "", None, "3.10", "linux_x86_64", "2.7.1", "cu118", False),
     (["GH200"], None, "", None, "3.11", "linux_aarch64", "2.15.0", "cu132", True),
     # Jetson Thor is sm_110: only the aarch64 CUDA-13 builds compile it
@@ -58,7 +62,7 @@ def test_choice(gpus, driver, spec, cuda, python, platform, release, tag, pypi) 
 ERRORS = [
     (["RTX 5090"], "550.54.15", "", "3.11", "linux_x86_64",
      ["RTX 5090 is sm_120 (Blackwell)", "the newest build driver 550.54.15 can run is",
-      "which has no sm_120 kernels", "upgrade the driver to >= 570", "torch>=2.7.0 cu128"]),
+      "which has no sm_120 kernels", "upgrade the driver to >= 570", "torch>=2.8.0 cu129"]),
     (["RTX 5090"], None, "<2.7", "3.11", "linux_x86_64",
      ["has no sm_120 kernels", "use torch>=2.7.0 with cu128", "not allowed by torch<2.7"]),
     (["B200"], "535.104.05", "", "3.11", "linux_x86_64",
@@ -140,5 +144,155 @@ def test_decision_is_recorded() -> None:
     c = choose(["H20"], driver="535.104.05", spec=">=2.4,<2.5")
     text = "\n".join(c.decision)
     assert "torch 2.4.1 is the newest release allowed by <2.5,>=2.4" in text
-    assert "that driver 535.104.05 runs (minor-version compatibility)" in text
+    # issue 10: cu124 (run through minor-version compatibility) no longer wins, its cuBLAS
+    # is unknown; the decision says why the cu121 build ranks first, and each step
+    assert ("cu121 (CUDA 12.1) from PyPI, which driver 535.104.05 runs (full), ranks first: "
+            "newer CUDA lines have advisories the matrix cannot rule out") in text
+    assert ("h20-cublas121-sigfpe is unknown for torch 2.4.1+cu124 "
+            "(https://download.pytorch.org/whl/cu124): library.cublas.version") in text
+    assert ("h20-cublas121-sigfpe applies to torch 2.4.1 (PyPI) (gpu.model=h20, "
+            "library.cublasLt.version=12.1.3.1): override nvidia-cublas-cu12==12.4.5.8") in text
     assert "NVIDIA H20 is sm_90 (Hopper); this build runs on it with SASS sm_90" in text
+
+
+# -- issue 10: H20 across torch 2.1-2.4, offline with an empty cache and against loopback
+# indexes. The hermetic 2.1.x PyTorch-index wheels bundle cuBLAS 12.1.3.1 (CUDA 12.1.1's
+# component) where no override reaches; the PyPI build with the cuBLAS override wins, and
+# a build whose cuBLAS the matrix does not know (2.4 cu124, pins partial) ranks below it.
+
+H20_RELEASES = ["2.1.0", "2.1.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1"]
+
+
+def _h20_lock_checks(lock: dict, release: str) -> None:
+    t = lock["target"][0]
+    assert t["torch"]["version"] == release and t["torch"]["on-pypi"] is True, t["torch"]
+    pk = {p["name"]: p for p in t["package"]}
+    assert pk["nvidia-cublas-cu12"]["version"] == "12.4.5.8"
+    advs = {(a["id"], a["action"]) for a in t["advisory"]}
+    assert ("h20-cublas121-sigfpe", "override") in advs
+    assert t["libraries"]["cublas"] == "12.4.5.8"
+
+
+@pytest.mark.parametrize("release", H20_RELEASES)
+def test_h20_table_offline_with_an_empty_cache(release: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from envlock import _toml
+    from support.cli import run_cli
+
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "empty-cache"))
+    out = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--gpu", "H20", "--torch", f"=={release}", "--offline",
+                "-o", str(out), "-v")
+    assert r.code == 0, r.err
+    lock = _toml.loads(out.read_text())
+    _h20_lock_checks(lock, release)
+    assert lock["target"][0]["closure"] == "gpu-core"
+    decision = "\n".join(lock["target"][0]["decision"])
+    if release.startswith("2.1."):
+        assert ("but its override cannot replace a library bundled inside the torch wheel "
+                "(cublas 12.1.3.1 bundled in the wheel from CUDA 12.1.1): build disqualified"
+                ) in decision
+        assert f"(excluded {release}+cu121)" in r.out
+    if release == "2.4.1":
+        assert "h20-cublas121-sigfpe is unknown for torch 2.4.1+cu124" in decision
+
+
+@pytest.fixture(scope="module")
+def h20_world(tmp_path_factory: pytest.TempPathFactory):
+    from support.index_server import IndexServer
+    from support.torch_world import add_package, add_torch_release
+
+    tmp = tmp_path_factory.mktemp("h20world")
+    with IndexServer() as srv:
+        pypi = srv.add_index("pypi")
+        done: dict = {}
+        for rel in ("2.1.2", "2.2.2", "2.3.1", "2.4.1"):
+            add_torch_release(pypi, tmp, rel, done=done)
+        add_package(pypi, tmp, "nvidia-cublas-cu12", "12.4.5.8")
+        cu121 = srv.add_index("pytorch-cu121", prefix="pytorch/cu121")
+        # the hermetic 2.1.2+cu121 wheel: no nvidia-* requirements, cuBLAS inside
+        add_torch_release(cu121, tmp, "2.1.2", local="cu121",
+                          requires=["filelock", "typing-extensions", "sympy", "networkx",
+                                    "jinja2", "fsspec"], deps_index=pypi, done=dict(done))
+        yield srv
+
+
+@pytest.mark.parametrize("release", ["2.1.2", "2.2.2", "2.3.1", "2.4.1"])
+def test_h20_table_against_loopback_indexes(h20_world: Any, release: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from envlock import _toml
+    from support.cli import run_cli
+
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--index-url", h20_world.url("pypi"),
+                "--pytorch-index-url", f"{h20_world.base}/pytorch", "--gpu", "H20",
+                "--torch", f"=={release}", "-o", str(out))
+    assert r.code == 0, r.err
+    lock = _toml.loads(out.read_text())
+    _h20_lock_checks(lock, release)
+    t = lock["target"][0]
+    assert t["closure"] == "full"
+    pk = {p["name"]: p for p in t["package"]}
+    assert pk["torch"]["version"] == release and pk["torch"]["index"] == h20_world.url("pypi")
+    assert all(f["sha256"] for f in pk["nvidia-cublas-cu12"]["files"])
+
+
+def test_unknown_advisories_are_recorded_as_may_apply_and_round_trip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline with an extra requirement, the packages it brings are unknown: advisories
+    about them may apply, and the lock names the unknown facts (and reads them back)."""
+    from envlock import _toml
+    from envlock.lock.io import load_lock
+    from support.cli import run_cli
+
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "empty-cache"))
+    out = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--gpu", "H20", "--torch", "==2.2.2", "--offline", "transformers",
+                "-o", str(out))
+    assert r.code == 0, r.err
+    raw = {a["id"]: a for a in _toml.loads(out.read_text())["target"][0]["advisory"]}
+    assert raw["numpy2-with-torch-before-2-3"]["action"] == "may-apply"
+    assert raw["numpy2-with-torch-before-2-3"]["unknown"] == ["package.numpy"]
+    assert "unknown" not in raw["h20-cublas121-sigfpe"]
+    assert ("advisory numpy2-with-torch-before-2-3 [may-apply]: NumPy 2.x with torch < 2.3 "
+            "(compiled against NumPy 1.x) (not confirmed: package.numpy unknown)") in r.out
+    lock = load_lock(out)
+    (numpy,) = [a for a in lock.targets[0].advisories if a.id == "numpy2-with-torch-before-2-3"]
+    assert numpy.unknown == ("package.numpy",) and not numpy.confirmed
+    # without extra requirements the package set is the build's own: nothing may apply
+    r = run_cli("resolve", "--gpu", "H20", "--torch", "==2.2.2", "--offline", "-o", str(out))
+    assert r.code == 0, r.err
+    assert [a.action for a in load_lock(out).targets[0].advisories] == ["override"]
+
+
+def _variant(release: str, tag: str, pypi: bool):
+    return next(v for v in M.variants_for(release=release, platform="linux_x86_64")
+                if v.tag == tag and v.on_pypi is pypi)
+
+
+def test_derived_library_facts_of_builds() -> None:
+    from dataclasses import replace
+
+    from envlock.matrix.rules import build_libraries
+
+    # hermetic wheel: cuBLAS from its CUDA release's components, bundled in the wheel
+    hermetic = build_libraries(M, _variant("2.1.2", "cu121", False))
+    assert hermetic.versions["cublas"] == M.cuda_releases["12.1.1"].components["cublas"]
+    assert {"cublas", "cublasLt", "cudnn"} <= hermetic.bundled
+    assert hermetic.source["cublas"] == "bundled in the wheel from CUDA 12.1.1"
+    # the PyPI build of the same release: the pinned wheel, nothing bundled
+    pypi = build_libraries(M, _variant("2.1.2", "cu121", True))
+    assert pypi.versions["cublas"] == "12.1.3.1" and not pypi.bundled
+    # an index build whose pins the matrix does not know, same tag as the PyPI build: the
+    # same wheel, so it shares the PyPI facts
+    same = replace(_variant("2.3.1", "cu121", False), pins_status="unknown", pins=(),
+                   libraries={})
+    shared = build_libraries(M, same)
+    assert shared.pins_known and shared.versions["cublas"] == "12.1.3.1"
+    assert shared.source["cublas"] == "the PyPI wheel of torch 2.3.1 (the same build)"
+    # no pins and no twin: unknown, with the reason
+    partial = build_libraries(M, _variant("2.4.1", "cu124", False))
+    assert "cublas" not in partial.versions and not partial.pins_known
+    assert partial.unknown["cublas"] == ("the matrix does not know the CUDA wheel requirements "
+                                         "of torch 2.4.1+cu124 (partial)")

@@ -1,0 +1,87 @@
+"""The matrix pairs torchvision/torchaudio with their torch, and resolution applies it.
+
+torchaudio 2.11.0 declares no torch requirement, so a resolver left to the wheels picks it
+(the newest) for any torch; with torch 2.5.1 it fails to load (``undefined symbol:
+aoti_torch_abi_version``). A real index on 127.0.0.1 serves torch 2.5.1 with its real pins,
+torchaudio 2.5.1 (requires torch==2.5.1) and the planted torchaudio 2.11.0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envlock import _toml
+from envlock.matrix.load import load_matrix
+from support.cli import run_cli
+from support.index_server import IndexServer
+from support.torch_world import add_package, add_torch_release
+
+AUDIO_TAG = "cp311-cp311-manylinux1_x86_64"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("companions")
+    with IndexServer() as srv:
+        pypi = srv.add_index("pypi")
+        add_torch_release(pypi, tmp, "2.5.1", done={})
+        add_package(pypi, tmp, "torchaudio", "2.5.1", ["torch==2.5.1"], tag=AUDIO_TAG)
+        add_package(pypi, tmp, "torchaudio", "2.11.0", [], tag=AUDIO_TAG)  # no torch pin
+        add_package(pypi, tmp, "speech-app", "1.0", ["torchaudio"])  # pulls it in
+        only_new = srv.add_index("only-new")
+        add_torch_release(only_new, tmp, "2.5.1", done={})
+        add_package(only_new, tmp, "torchaudio", "2.11.0", [], tag=AUDIO_TAG)
+        yield srv
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(d))
+    return d
+
+
+def _locked(world: IndexServer, index: str, tmp_path: Path, *reqs: str):
+    out = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--index-url", world.url(index),
+                "--pytorch-index-url", f"{world.base}/pytorch", "--gpu", "H100",
+                "--torch", "==2.5.1", *reqs, "-o", str(out))
+    pkgs = {}
+    if r.code == 0:
+        lock = _toml.loads(out.read_text())
+        pkgs = {p["name"]: p["version"] for p in lock["target"][0]["package"]}
+    return r, pkgs
+
+
+def test_matrix_pairs_every_torch_release_with_companions() -> None:
+    m = load_matrix()
+    assert set(m.companions) == set(m.torch_releases)
+    assert m.companions["2.5.1"].torchaudio == ("2.5.1",)
+    assert "2.11.0" not in m.companions["2.5.1"].torchaudio
+    assert m.companions["2.11.0"].torchaudio == ("2.11.0",)
+    assert m.companions["2.5.1"].torchvision == ("0.20.1",)
+
+
+def test_requested_torchaudio_is_the_paired_one(world: IndexServer, tmp_path: Path,
+                                               cache: Path) -> None:
+    r, pkgs = _locked(world, "pypi", tmp_path, "torchaudio")
+    assert r.code == 0, r.err
+    assert pkgs["torch"] == "2.5.1" and pkgs["torchaudio"] == "2.5.1"
+
+
+def test_torchaudio_pulled_in_by_a_dependency_is_the_paired_one(
+        world: IndexServer, tmp_path: Path, cache: Path) -> None:
+    r, pkgs = _locked(world, "pypi", tmp_path, "speech-app")
+    assert r.code == 0, r.err
+    assert pkgs["speech-app"] == "1.0"
+    assert pkgs["torchaudio"] == "2.5.1"  # not the newer 2.11.0 that names no torch
+
+
+def test_only_an_unpaired_torchaudio_is_a_clear_error(world: IndexServer, tmp_path: Path,
+                                                     cache: Path) -> None:
+    r, _ = _locked(world, "only-new", tmp_path, "torchaudio")
+    assert r.code != 0
+    assert "pairs torchaudio 2.5.1 with torch 2.5.1" in r.err
+    assert "Traceback" not in r.err
