@@ -96,9 +96,12 @@ def _world(tmp: Path) -> Iterator[IndexServer]:
                              tag="cp310-cp310-linux_x86_64"))
         add_torch_release(cu124, tmp, "2.4.1", local="cu124", deps_index=pypi,
                           done=dict(done), python="3.10")
-        for name, version in (("triton", "3.0.0"),):
-            cu124.add(make_wheel(tmp / "cu124", name, version,
-                                 tag="cp310-cp310-manylinux_2_17_x86_64"))
+        for idx in (cu124, pypi):  # the PyTorch index build, and PyPI's (cu121) one
+            idx.add(make_wheel(tmp / idx.name, "triton", "3.0.0",
+                               tag="cp310-cp310-manylinux_2_17_x86_64"))
+        pypi.add(make_wheel(tmp / "pypi", "torch", "2.4.1", requires=reqs,
+                            tag="cp310-cp310-manylinux1_x86_64"))
+        add_torch_release(pypi, tmp, "2.4.1", done=done, python="3.10")
         # envlock's own dependencies, at the versions installed here (what the Dockerfile
         # export pins), and the cuBLAS that H20's advisory asks for
         from importlib.metadata import version as installed
@@ -157,7 +160,10 @@ def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
         for cmd in cmds:
             if cmd in SKIP:
                 continue
-            p = subprocess.run(["bash", "-c", cmd], cwd=work, env=env, capture_output=True,
+            # the checkout's own scripts run where the README's Development section runs
+            # them, in the checkout; everything else in the scratch directory
+            where = str(ROOT) if cmd.startswith("python scripts/") else work
+            p = subprocess.run(["bash", "-c", cmd], cwd=where, env=env, capture_output=True,
                                text=True, timeout=300)
             ran += 1
             allowed = {0, 1} if cmd.startswith(MAY_REPORT) else {0}
