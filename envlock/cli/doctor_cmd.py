@@ -53,7 +53,7 @@ def _read_logs(paths: List[str], out: Any) -> List[Tuple[str, str]]:
 
 def run(args: argparse.Namespace, out: Any) -> int:
     from envlock.checks.doctor import doctor
-    from envlock.cli.render import findings_text, junit_xml
+    from envlock.cli.render import junit_xml
     from envlock.matrix import get_matrix
 
     matrix = get_matrix()
@@ -92,10 +92,16 @@ def run(args: argparse.Namespace, out: Any) -> int:
     if args.json:
         out.print(json.dumps(result.to_dict(), indent=2))
     else:
+        from envlock.cli.render import report_text
+        from envlock.cli.style import style_for
+
         where = args.snapshot or "this machine"
-        text = findings_text(result.findings, header=f"envlock doctor ({where})",
-                             verbose=args.verbose)
-        out.print(text)
+        n = sum(len(ids.split(", ")) for ids, _ in result.not_checked)
+        ok_text = "no known problem" + (f" ({n} advisor{'y' if n == 1 else 'ies'} not "
+                                        f"checked, below)" if n else "")
+        out.print(report_text(result.findings, subject=f"doctor {where}", verbose=args.verbose,
+                              skipped=result.not_checked, ok_text=ok_text,
+                              style=style_for(out)))
         if args.verbose:
             for r in result.ruled_out:
                 out.print(f"  ruled out: {r.advisory} (the log points at it; this machine has "

@@ -46,12 +46,19 @@ def summary(findings: Sequence[Finding], *, ok_text: str = "ok") -> str:
     return ", ".join(parts) if parts else ok_text
 
 
-def not_checked_lines(skipped: Sequence[Tuple[str, str]]) -> List[str]:
-    """``not checked: a, b (why)``: one line per reason."""
+def not_checked_lines(skipped: Sequence[Tuple[str, str]], verbose: bool = False,
+                      limit: int = 4) -> List[str]:
+    """``not checked: a, b (why)``: one line per reason; long lists cut unless verbose."""
     by_reason: Dict[str, List[str]] = {}
     for check, why in skipped:
-        by_reason.setdefault(why, []).append(check)
-    return [f"not checked: {', '.join(checks)} ({why})" for why, checks in by_reason.items()]
+        by_reason.setdefault(why, []).extend(check.split(", "))
+    lines = []
+    for why, checks in by_reason.items():
+        shown = ", ".join(checks if verbose or len(checks) <= limit else checks[:limit - 1])
+        if not verbose and len(checks) > limit:
+            shown += f" and {len(checks) - limit + 1} more"
+        lines.append(f"not checked: {shown} ({why})")
+    return lines
 
 
 def report_text(findings: Sequence[Finding], *, subject: str, verbose: bool = False,
@@ -94,7 +101,7 @@ def report_text(findings: Sequence[Finding], *, subject: str, verbose: bool = Fa
             lines.append(_INDENT + ("fix: " if i == 0 else "     ") + style.paint(fx, "bold"))
         if verbose and f.sources:
             lines.append(_INDENT + "see: " + " ".join(f.sources[:3]))
-    lines += [style.paint(line, "dim") for line in not_checked_lines(skipped)]
+    lines += [style.paint(line, "dim") for line in not_checked_lines(skipped, verbose)]
     if findings and not verbose:
         more = "details: --verbose or --json"
         if any(f.sources for f in findings) and \
