@@ -218,9 +218,12 @@ def _packages(lock: Lock, target: LockTarget, snap: Snapshot, ctx: FixContext) -
         n = len(names)
         title = (f"{names[0]} is not installed" if n == 1 else
                  f"{n} locked packages are missing: {names_title(names)}")
+        # nothing of the lock installed: installing the lock is the one fix
+        fixes = ((reinstall_lock(ctx, lock, target),) if n == len(target.packages) else
+                 (reinstall_packages(ctx, lock, target, names), whole))
         out.append(Finding("package-missing", "error", "packages", title,
                            "missing: " + ", ".join(f"{m['name']} {m['locked']}" for m in missing),
-                           (reinstall_packages(ctx, lock, target, names), whole),
+                           fixes,
                            subject=names[0] if n == 1 else None,
                            extra={"items": missing}))
     if differ:
