@@ -77,7 +77,11 @@ def run(args: argparse.Namespace, out: Any) -> int:
         from envlock.checks.smoke import run_smoke
 
         gpus = [(g.index, g.compute_capability) for g in snap.visible_gpus() if not g.lost]
-        smoke = run_smoke(gpus, timeout=args.timeout)
+        from envlock.cli.progress import Progress
+
+        what = f"{len(gpus)} GPU" + ("s" if len(gpus) != 1 else "") if gpus else "gloo on CPU"
+        with Progress(out, f"smoke checks ({what}, up to {args.timeout:.0f}s each)"):
+            smoke = run_smoke(gpus, timeout=args.timeout)
     result = doctor(snap, matrix, logs=logs, smoke=smoke)
     if args.junit:
         from pathlib import Path

@@ -162,7 +162,12 @@ def _live(args: argparse.Namespace, out: Any, started: float) -> int:
                                                    missing=missing, timeout=args.timeout),
         started=started)
     try:
-        outcome = session.run()
+        from envlock.cli.progress import Progress
+
+        # rank 0 waits for everyone: a status line on its terminal (never on other ranks)
+        with Progress(out, f"fleet: waiting for {expected} node(s), up to {args.timeout:.0f}s",
+                      enabled=launch.rank == 0 and out.stderr_is_tty):
+            outcome = session.run()
         if outcome.result is not None:
             header = (f"envlock fleet ({launch.launcher}, {launch.world_size} rank"
                       f"{'s' if launch.world_size != 1 else ''})")
