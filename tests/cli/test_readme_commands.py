@@ -145,6 +145,11 @@ def _scratch(tmp: Path) -> Dict[str, str]:
                                                          env.get("PYTHONPATH", "").split(
                                                              os.pathsep) if p]),
                PIP_CONFIG_FILE=os.devnull, NO_COLOR="1")
+    # a home of its own (completion scripts are written there); fish makes its
+    # completions folder when it is installed
+    home = tmp / "home"
+    (home / ".config" / "fish" / "completions").mkdir(parents=True)
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
     env["CWD"] = str(work)
     return env
 
@@ -173,3 +178,5 @@ def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
     assert ran >= 20
     assert (Path(work) / "image" / "Dockerfile").is_file()
     assert (Path(work) / "requirements.txt").is_file()
+    assert "complete -o default -F _envlock envlock" in \
+        (Path(env["HOME"]) / ".envlock.bash").read_text()
