@@ -59,8 +59,13 @@ def run(args: argparse.Namespace, out: Any) -> int:
     target = choose_target(lock, snap, matrix, args.target)
     from envlock.checks.fixes import FixContext
 
+    paths = None
+    if args.hashes and args.python and not args.snapshot:  # the files of that environment
+        from envlock.probe.interpreter import describe_interpreter
+
+        paths = describe_interpreter(args.python).path
     result = verify(lock, target, snap, matrix, stage=args.stage, check_hashes=args.hashes,
-                    fixes=FixContext(lock_path=args.lock, python=args.python))
+                    paths=paths, fixes=FixContext(lock_path=args.lock, python=args.python))
     if args.junit:
         atomic_write_text(Path(args.junit), junit_xml("verify", result.checked, result.findings,
                                                       result.skipped))
