@@ -123,11 +123,15 @@ def run(args: argparse.Namespace, out: Any) -> int:
 
         where = args.snapshot or "this machine"
         n = sum(len(ids.split(", ")) for ids, _ in result.not_checked)
-        ok_text = "no known problem" + (f" ({n} advisor{'y' if n == 1 else 'ies'} not "
-                                        f"checked, below)" if n else "")
+        ok_text = ("no advisory explains the log" if args.log else "no known problem") + (
+            f" ({n} advisor{'y' if n == 1 else 'ies'} not checked, below)" if n else "")
         out.print(report_text(result.findings, subject=f"doctor {where}", verbose=args.verbose,
                               skipped=result.not_checked, ok_text=ok_text,
                               style=style_for(out)))
+        if result.ruled_out and not args.verbose:
+            k = len(result.ruled_out)
+            out.print(f"ruled out: {k} advisor{'y' if k == 1 else 'ies'} the log points at "
+                      f"(this machine's facts exclude {'it' if k == 1 else 'them'}; --verbose)")
         if args.verbose:
             for r in result.ruled_out:
                 out.print(f"  ruled out: {r.advisory} (the log points at it; this machine has "
