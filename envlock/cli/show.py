@@ -27,17 +27,14 @@ def _gib(mib: Optional[int]) -> str:
 
 
 def _ranges(indices: Sequence[int]) -> str:
-    out: List[str] = []
-    idx = sorted(indices)
-    start = prev = idx[0]
-    for i in idx[1:] + [None]:  # type: ignore[list-item]
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if i is not None:
-            start = prev = i
-    return ",".join(out)
+    """``0-3,6``: GPU indices as runs."""
+    runs: List[List[int]] = []
+    for i in sorted(indices):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _headline(snap: Snapshot) -> str:
@@ -87,7 +84,8 @@ def snapshot_text(snap: Snapshot, *, source: str = "", verbose: bool = False,
                                       " (without a driver, GPUs cannot be listed)"))
     for (name, cc, mem, mig, lost), idx in groups.items():
         lines.append(f"  {_ranges(idx)}: {name}, compute capability {cc}, {_gib(mem)}"
-                     + (", MIG on" if mig else "") + (", LOST (fallen off the bus)" if lost else ""))
+                     + (", MIG on" if mig else "")
+                     + (", LOST (fallen off the bus)" if lost else ""))
     if verbose:
         for g in snap.gpus:
             lines.append(f"    {g.index}: {g.uuid or '?'} at {g.pci_bus_id or '?'}")
@@ -129,7 +127,7 @@ def snapshot_text(snap: Snapshot, *, source: str = "", verbose: bool = False,
     lines.append(style.paint("torch", "bold"))
     if t is None or not t.version:
         v = snap.packages.get("torch")
-        lines.append(f"  {'torch ' + v + ' installed; build facts not read' if v else 'not installed'}")
+        lines.append(f"  torch {v} installed; build facts not read" if v else "  not installed")
     else:
         arch = " ".join(t.arch_list) if t.arch_list is not None else _U
         lines.append(f"  {t.version}: CUDA {t.cuda or 'none (CPU build)'}, cuDNN {t.cudnn or _U}, "

@@ -73,8 +73,8 @@ def run(args: argparse.Namespace, out: Any) -> int:
         out.print(json.dumps(result.to_dict(), indent=2))
     else:
         where = args.snapshot or "this machine"
-        lock = "" if args.lock == "envlock.lock" else f"{args.lock}, "
-        subject = f"{target.name} lock ({lock}{args.stage})"
+        named = "" if args.lock == "envlock.lock" else f"{args.lock}, "
+        subject = f"{target.name} lock ({named}{args.stage})"
         out.print(report_text(result.findings, subject=subject, verbose=args.verbose,
                               skipped=result.skipped, style=style_for(out),
                               ok_text=f"{where} matches"))

@@ -464,16 +464,16 @@ def _explain(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Optio
             else:
                 # newest first, by the resolver's own preference among builds with kernels
                 ranked_any = sorted(anywhere, key=lambda v: _Candidate(v).rank(), reverse=True)
-                best = list({(v.release, v.tag): v for v in ranked_any}.values())[:3]
-                what = ", ".join(f"torch {v.release} {v.tag}" for v in best)
-                if str(spec) and not spec.contains(best[0].release, prereleases=True):
+                ways = list({(v.release, v.tag): v for v in ranked_any}.values())[:3]
+                what = ", ".join(f"torch {v.release} {v.tag}" for v in ways)
+                if str(spec) and not spec.contains(ways[0].release, prereleases=True):
                     first = rels[0]
                     ftags = sorted({v.tag for v in anywhere if V(v.release) == first})
                     msg += (f"; use torch>={first} with {', '.join(ftags)} (not allowed by "
                             f"torch{spec}); newest with kernels: {what}")
                 else:
-                    how = (f"use --cuda {best[0].cuda} (or drop --cuda)" if cuda else
-                           f"use torch=={best[0].release}")
+                    how = (f"use --cuda {ways[0].cuda} (or drop --cuda)" if cuda else
+                           f"use torch=={ways[0].release}")
                     msg += f"; builds with kernels for {names}, newest first: {what}; {how}"
         else:
             msg += f"; no PyTorch build in the matrix has kernels for {names}"

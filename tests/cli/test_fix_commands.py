@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 EXPORT = Path(__file__).resolve().parents[1] / "export"
 if str(EXPORT) not in sys.path:

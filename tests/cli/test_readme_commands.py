@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
-import pytest
 
 from support.index_server import IndexServer, make_wheel
 from support.torch_world import add_package, add_torch_release, torch_requires
@@ -131,7 +130,8 @@ def _scratch(tmp: Path) -> Dict[str, str]:
     (work / "train.log").write_text(
         "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
         "`cublasGemmEx( handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16BF, lda, b, "
-        "CUDA_R_16BF, ldb, &fbeta, c, CUDA_R_16BF, ldc, CUDA_R_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP)`\n")
+        "CUDA_R_16BF, ldb, &fbeta, c, CUDA_R_16BF, ldc, CUDA_R_32F, "
+        "CUBLAS_GEMM_DEFAULT_TENSOR_OP)`\n")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / ".venv")],
                    check=True, timeout=120)
     bindir = tmp / "bin"
