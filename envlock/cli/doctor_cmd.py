@@ -130,8 +130,8 @@ def run(args: argparse.Namespace, out: Any) -> int:
                               style=style_for(out)))
         if result.ruled_out and not args.verbose:
             k = len(result.ruled_out)
-            out.print(f"ruled out: {k} advisor{'y' if k == 1 else 'ies'} the log points at "
-                      f"(this machine's facts exclude {'it' if k == 1 else 'them'}; --verbose)")
+            out.print(f"the log points at {k} more advisor{'y' if k == 1 else 'ies'} that this "
+                      f"machine's facts exclude (--verbose lists {'it' if k == 1 else 'them'})")
         if args.verbose:
             for r in result.ruled_out:
                 out.print(f"  ruled out: {r.advisory} (the log points at it; this machine has "

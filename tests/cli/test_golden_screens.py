@@ -48,6 +48,12 @@ def _scenarios(tmp: Path) -> Dict[str, Tuple[str, ...]]:
     (tmp / "unknown-gpu-cublas121.json").write_text(
         h20.replace('"NVIDIA H20"', '"NVIDIA H2O Engineering Sample"'))
     (tmp / "hang.log").write_text(HANG_LOG)
+    fleet = tmp / "fleet"
+    fleet.mkdir()
+    for i in range(3):  # every node's Fabric Manager down: the nodes agree, and are broken
+        doc = dict(match, host=dict(match["host"], hostname=f"node{i}"),
+                   driver=dict(match["driver"], fabric_manager="not-running"))
+        (fleet / f"node{i}.json").write_text(json.dumps(doc))
     lock = "locks/h100-pypi.lock"
     snap = "snapshots/{}.json".format
     t = str(tmp)
@@ -75,6 +81,7 @@ def _scenarios(tmp: Path) -> Dict[str, Tuple[str, ...]]:
         "doctor-mixed-gpus": ("doctor", "--snapshot", snap("mixed-h100-a100")),
         "doctor-hang-log-healthy": ("doctor", "--snapshot", snap("h100-match"),
                                     "--log", f"{t}/hang.log"),
+        "fleet-fabric-manager-down": ("fleet", "--snapshots", f"{t}/fleet/*.json"),
         "resolve-offline": ("resolve", "--gpu", "H100", "--offline", "--dry-run"),
         "resolve-no-kernels": ("resolve", "--gpu", "V100", "--cuda", "13.0", "--offline",
                                "--dry-run"),
