@@ -130,7 +130,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
                               style=style_for(out)))
         if result.ruled_out and not args.verbose:
             k = len(result.ruled_out)
-            out.print(f"the log points at {k} more advisor{'y' if k == 1 else 'ies'} that this "
+            out.print(f"the log points at {k} advisor{'y' if k == 1 else 'ies'} that this "
                       f"machine's facts exclude (--verbose lists {'it' if k == 1 else 'them'})")
         if args.verbose:
             for r in result.ruled_out:
