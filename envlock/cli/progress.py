@@ -32,6 +32,7 @@ class Progress:
         self._lock = threading.Lock()
         self._start = time.monotonic()
         self._timer: Optional[threading.Timer] = None
+        self._closed = False
 
     def __enter__(self) -> "Progress":
         if self.enabled:
@@ -47,6 +48,8 @@ class Progress:
 
     def _show(self) -> None:
         with self._lock:
+            if self._closed:  # the timer fired after the work ended: nothing to show
+                return
             line = f"{self.text} ({time.monotonic() - self._start:.0f}s)"[:78]
             self.out.stderr.write("\r" + line.ljust(len(self._shown)))
             self.out.stderr.flush()
@@ -57,6 +60,7 @@ class Progress:
         if self._timer is not None:
             self._timer.cancel()
         with self._lock:
+            self._closed = True
             if self._shown:
                 self.out.stderr.write("\r" + " " * len(self._shown) + "\r")
                 self.out.stderr.flush()

@@ -217,3 +217,12 @@ def test_every_command_takes_json() -> None:
         parsers = list(inner[0].choices.values()) if inner else [p]
         for q in parsers:
             assert any("--json" in a.option_strings for a in q._actions), (name, q.prog)
+
+
+def test_no_candidate_under_json_is_json_with_its_exit_code() -> None:
+    r = run_cli("resolve", "--gpu", "V100", "--cuda", "13.0", "--offline", "--dry-run",
+                "--json")
+    data = json.loads(r.out)
+    assert r.code == 3 and data["exit_code"] == 3
+    assert data["error"]["code"] == "no_candidate"
+    assert "newest first: torch 2.14.1 cu126" in data["error"]["message"]
