@@ -323,6 +323,10 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
         if not reasons and hash_inputs(inputs) != lock.inputs_hash:
             reasons.append("the lock's recorded inputs do not match its inputs-hash "
                            "(edited by hand?)")
+    if getattr(args, "json", False):
+        out.print(json.dumps({"lock": path, "up_to_date": not reasons, "stale": reasons,
+                              "regenerate": lock.command if reasons else None}, indent=2))
+        return ExitCode.DRIFT if reasons else ExitCode.OK
     if reasons:
         for r in reasons:
             out.print(f"stale: {r}")
