@@ -117,6 +117,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         on_event(f"{spec.name}: torch {v.version_string} ({v.tag}) from {redact(tindex)}")
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
     decision = list(choice.decision)
+    decision[1:1] = list(spec.notes)
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
     closure = "full"

@@ -45,6 +45,8 @@ class TargetSpec:
     driver: Optional[str] = None
     cpu: bool = False
     origin: str = ""
+    #: how the driver (or the target itself) was arrived at, for the lock's ``decision``
+    notes: Tuple[str, ...] = ()
 
     def describe(self) -> str:
         what = "CPU only" if self.cpu else " + ".join(g.name for g in self.gpus)
