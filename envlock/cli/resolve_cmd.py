@@ -180,7 +180,7 @@ def _local_target(matrix: Any, args: argparse.Namespace) -> Any:
             else f"this host: {', '.join(names)}; its driver version could not be read")
     from dataclasses import replace
 
-    return replace(base, driver=version, origin="this host", notes=(note,))
+    return replace(base, driver=version, origin="this host", notes=(note,), separate=False)
 
 
 def _index_config(args: argparse.Namespace) -> Any:
@@ -239,6 +239,9 @@ def run(args: argparse.Namespace, out: Any) -> int:
         tv = t.torch
         where = "PyPI" if tv and tv.on_pypi else (tv.index if tv else "")
         hw = ", ".join(f"{g} ({cc})" for g, cc in zip(t.gpus, t.compute_capabilities)) or "CPU"
+        if t.family:
+            hw = (f"the {t.family} family ({len(t.gpus)} models, "
+                  f"{t.compute_capabilities[0]})")
         drv = f"; driver >= {t.driver_min}" if t.driver_min else ""
         version = tv.installed_version if tv else "?"
         variant = tv.variant if tv else "?"
@@ -279,15 +282,18 @@ def _print_driver_hint(out: Any, args: argparse.Namespace, request: Any, spec: A
         return
     out.print(f"  no driver given: this lock needs driver >= {hint.floor} "
               f"(R{hint.floor_branch} or newer)")
-    if not hint.left_out or hint.oldest is None:
+    if not hint.left_out:
         return
-    names = " + ".join(g.name for g in spec.gpus)
+    names = spec.family or " + ".join(g.name for g in spec.gpus)
     common = ", ".join(f"R{b}" for b, _ in hint.deployed)
-    out.print(f"  {names} clusters commonly run {common}; this lock does not run on "
+    out.print(f"  {names} machines commonly run {common}; this lock does not run on "
               f"{', '.join(f'R{b}' for b in hint.left_out)}")
-    if hint.build is None:
-        out.print(f"  no build qualifies on R{hint.oldest} with these constraints")
+    if hint.oldest is None or hint.build is None:
+        out.print("  no build qualifies on those branches with these constraints")
         return
+    older = [b for b in hint.left_out if b < hint.oldest]
+    if older:
+        out.print(f"  no build qualifies on {', '.join(f'R{b}' for b in older)}")
     argv: List[str] = []
     skip = False
     for a in _argv_for_header(args):

@@ -110,6 +110,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
     choice = choose_variant(matrix, spec, request.torch, request.cuda,
                             tuple(str(r) for r in request.requirements))
+    family_note = _check_family(matrix, request, spec, choice)
     v = choice.variant
     derived = dict(choice.libraries.versions) if choice.libraries else dict(v.libraries)
     tindex = torch_index_url(v, config, request.pytorch_index)
@@ -117,7 +118,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         on_event(f"{spec.name}: torch {v.version_string} ({v.tag}) from {redact(tindex)}")
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
     decision = list(choice.decision)
-    decision[1:1] = list(spec.notes)
+    decision[1:1] = list(spec.notes) + ([family_note] if family_note else [])
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
     closure = "full"
@@ -175,7 +176,63 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         closure=closure,
         decision=tuple(decision),
         env=dict(request.env),
+        machines="separate" if spec.separate else "one",
+        family=spec.family,
     )
+
+
+def _member_key(choice: Choice, driver: Optional[str]) -> Tuple[object, ...]:
+    """What of a choice makes a lock: the build, the advisories and (with no driver given)
+    the driver floor; with a driver, only whether it runs the build."""
+    v = choice.variant
+    floor: object = choice.need.minimum
+    if driver and choice.need.minimum:
+        from envlock.versions import V
+
+        floor = V(driver) >= V(choice.need.minimum)
+    return (v.release, v.tag, v.index, floor,
+            tuple(sorted((a.id, a.action) for a in choice.advisories)))
+
+
+def _check_family(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
+                  choice: Choice) -> Optional[str]:
+    """A family target (``--gpu H100``) covers every member only when each member on its
+    own gets the same lock; otherwise the user must say which member (exit 2)."""
+    if not spec.family or len(spec.gpus) < 2:
+        return None
+    from dataclasses import replace
+
+    from envlock.errors import NoCandidateError, UsageError
+
+    reqs = tuple(str(r) for r in request.requirements)
+    keys: Dict[str, object] = {}
+    what: Dict[str, str] = {}
+    for g in spec.gpus:
+        one = replace(spec, gpus=(g,), family=None, separate=False)
+        try:
+            c = choose_variant(matrix, one, request.torch, request.cuda, reqs)
+        except NoCandidateError:
+            keys[g.name] = what[g.name] = "no build fits"
+            continue
+        keys[g.name] = _member_key(c, spec.driver)
+        adv = ", ".join(sorted(a.id for a in c.advisories))
+        what[g.name] = (f"torch {c.variant.version_string}, driver >= {c.need.minimum}"
+                        + (f", advisories {adv}" if adv else ""))
+    if len(set(map(repr, keys.values()))) > 1:
+        listing = "; ".join(f"{n}: {what[n]}" for n in keys)
+        names = ", ".join(f"--gpu '{_short_name(n)}'" for n in keys)
+        raise UsageError(f"--gpu {spec.family} is a family whose members need different locks "
+                         f"({listing}); name the member: {names}")
+    names = ", ".join(g.name for g in spec.gpus)
+    same = (f"advisories, and driver {spec.driver} runs it on each" if spec.driver
+            else "advisories and driver floor")
+    return (f"{spec.family} is a family ({names}; compute capability "
+            f"{spec.gpus[0].compute_capability}): each member gets this same build, "
+            f"{same}, so the lock covers all of them")
+
+
+def _short_name(name: str) -> str:
+    return name.replace("NVIDIA ", "").replace("Tesla ", "")
 
 
 def _rejudge(matrix: Matrix, spec: TargetSpec, choice: Choice,

@@ -119,8 +119,9 @@ def deployed_branches(matrix: Matrix, gpus: Sequence[Gpu]) -> List[Tuple[int, st
 
 @dataclass(frozen=True)
 class DriverHint:
-    """For a lock made without a driver: the branches its floor leaves out, and the newest
-    build the oldest of them runs (``None`` when no build qualifies there)."""
+    """For a lock made without a driver: the branches its floor leaves out, and the oldest of
+    them that some build runs on (``oldest``), with the newest such build (``build``); both
+    ``None`` when no build qualifies on any of them."""
 
     floor: str
     floor_branch: int
@@ -147,11 +148,12 @@ def driver_hint(matrix: Matrix, spec: "TargetSpec", torch_spec: "SpecifierSet",
     hint = DriverHint(floor, major, deployed, left_out)
     if not left_out:
         return hint
-    oldest = left_out[0]
-    at = replace(spec, driver=branch_floor(oldest, spec.gpus))
-    try:
-        choice = choose_variant(matrix, at, torch_spec, cuda, tuple(requirements))
-    except NoCandidateError:
-        return replace(hint, oldest=oldest)
-    v = choice.variant
-    return replace(hint, oldest=oldest, build=f"torch {v.release} {v.tag}")
+    for branch in left_out:  # the oldest branch on which some build qualifies
+        at = replace(spec, driver=branch_floor(branch, spec.gpus), notes=())
+        try:
+            choice = choose_variant(matrix, at, torch_spec, cuda, tuple(requirements))
+        except NoCandidateError:
+            continue
+        v = choice.variant
+        return replace(hint, oldest=branch, build=f"torch {v.release} {v.tag}")
+    return hint

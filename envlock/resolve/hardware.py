@@ -121,7 +121,7 @@ def plan_facts(matrix: Matrix, target: TargetSpec, variant: TorchVariant,
         libraries=libraries if libraries is not None else dict(libs.versions),
         python=target.python, platform=target.platform, glibc=target.glibc,
         packages_complete=bool(complete), libraries_complete=not libs.unknown,
-        unknown_prefixes=unknown_prefixes)
+        unknown_prefixes=unknown_prefixes, separate_machines=target.separate)
 
 
 def judge_build(matrix: Matrix, facts: Facts) -> List[Verdict]:
