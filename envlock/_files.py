@@ -1,56 +1,153 @@
 """Reading and writing the user's files: one-line errors on the way in, atomic writes on
-the way out (a crash or Ctrl-C never leaves a half-written lock, report or export)."""
+the way out (a crash or Ctrl-C never leaves a half-written lock, report or export).
+
+What ``-o PATH`` does, by what ``PATH`` is:
+
+- nothing yet, or a regular file: a temporary file in the same directory is written,
+  given the mode a new file gets from the umask (``0666 & ~umask``, usually 0644, as pip
+  and uv do; an existing file keeps its mode) and renamed over ``PATH`` (atomic on POSIX);
+- a symlink: it is followed (to the end of the chain) and its *target* is replaced
+  atomically; the link itself stays a link;
+- a FIFO or a character device (``/dev/stdout``, ``/dev/null``, a named pipe a consumer
+  reads): written straight into, as a shell's ``>`` would; there is nothing to replace;
+- a directory, a socket, a block device: refused with a one-line error. A path that is a
+  mount point (rename fails with EBUSY) is refused too. Nothing that is not a regular file
+  is ever replaced.
+
+Reading is capped (:data:`MAX_INPUT_BYTES`) so ``-r /dev/zero`` or ``--log /dev/zero``
+ends with an error instead of reading forever.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
 from envlock.errors import InputError
 
-__all__ = ["read_user_text", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["read_user_text", "read_user_bytes", "atomic_write_bytes", "atomic_write_text",
+           "MAX_INPUT_BYTES",
+           "new_file_mode"]
 
 PathLike = Union[str, Path]
 
+#: the largest file envlock reads from the user (a lock, a requirement file, a log)
+MAX_INPUT_BYTES = 64 * 1024 * 1024
 
-def read_user_text(path: PathLike, what: str, hint: Optional[str] = None) -> str:
-    """The text of a file the user named, or an :class:`InputError` saying why not."""
+
+def read_user_bytes(path: PathLike, what: str, hint: Optional[str] = None,
+                    limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a file the user named (at most ``limit``), or an :class:`InputError`.
+
+    A larger file (or an endless one such as ``/dev/zero``) is refused rather than read
+    into memory for ever.
+    """
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
+        with open(p, "rb") as fh:
+            data = fh.read(limit + 1)
     except FileNotFoundError:
         raise InputError(f"{what} {p} does not exist", hint=hint) from None
     except IsADirectoryError:
         raise InputError(f"{what} {p} is a directory, not a file") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{what} {p} is not UTF-8 text") from None
     except OSError as exc:
-        raise InputError(f"cannot read {p}: {exc.strerror}") from None
+        raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise InputError(f"{what} {p} is larger than {_size(limit)}; envlock does not read "
+                         f"files this large")
+    return data
+
+
+def read_user_text(path: PathLike, what: str, hint: Optional[str] = None,
+                   limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of a file the user named, or an :class:`InputError` saying why not."""
+    data = read_user_bytes(path, what, hint, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{what} {path} is not UTF-8 text") from None
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+def new_file_mode() -> int:
+    """The mode a newly created file gets here: ``0666`` less the process umask."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory, renamed
-    into place (atomic on POSIX); the temporary file never survives a failure."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
+    """Write ``data`` to ``path`` as the module docstring describes: atomically for a
+    regular file (or a symlink's target), straight into a FIFO or character device, and
+    never by replacing anything that is not a regular file."""
+    shown = Path(path)
+    target = Path(os.path.realpath(shown)) if os.path.islink(shown) else shown
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        st: Optional[os.stat_result] = os.stat(target)
+    except FileNotFoundError:
+        st = None
     except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror}") from None
+        raise InputError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"cannot write {shown}: it is a directory")
+        if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
+            _write_through(shown, target, data)
+            return
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"cannot write {shown}: it is not a regular file "
+                             f"(envlock replaces only regular files)")
+    mode = stat.S_IMODE(st.st_mode) if st is not None else new_file_mode()
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputError(f"cannot write {shown}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            if exc.errno in (errno.EBUSY, errno.EXDEV):
+                raise InputError(f"cannot write {shown}: it is a mount point or busy "
+                                 f"({exc.strerror})") from None
+            if isinstance(exc, IsADirectoryError) or exc.errno == errno.EISDIR:
+                raise InputError(f"cannot write {shown}: it is a directory") from None
+            raise InputError(f"cannot write {shown}: {exc.strerror or exc}") from None
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def _write_through(shown: Path, target: Path, data: bytes) -> None:
+    """Write into a FIFO or character device in place (no temporary file, no rename)."""
+    try:
+        fd = os.open(target, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    except OSError as exc:
+        raise InputError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: PathLike, text: str) -> None:

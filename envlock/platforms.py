@@ -42,7 +42,7 @@ PLATFORM_INFO: Dict[str, Tuple[str, str, str, str]] = {
 #: floor of every torch wheel since 2.7 (manylinux_2_28) and of RHEL 8 / Ubuntu 20.04+.
 DEFAULT_GLIBC = "2.28"
 
-_MANYLINUX_RE = re.compile(r"^manylinux_(\d+)_(\d+)_(\w+)$")
+_MANYLINUX_RE = re.compile(r"^manylinux_([0-9]+)_([0-9]+)_(\w+)\Z")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 
 
@@ -68,7 +68,7 @@ def platform_of_wheel_tag(tag: str) -> Optional[str]:
 
 def python_of_interpreter_tag(tag: str) -> Optional[str]:
     """``cp311`` -> ``3.11``; ``cp313t`` -> ``3.13t``; others None."""
-    m = re.match(r"^cp3(\d{1,2})(t?)$", tag)
+    m = re.match(r"^cp3([0-9]{1,2})(t?)\Z", tag)
     return f"3.{m.group(1)}{m.group(2)}" if m else None
 
 

@@ -186,6 +186,14 @@ class Snapshot:
             t = dict(r.obj(data["torch"], "torch"))
             if t.get("arch_list") is not None:
                 t["arch_list"] = tuple(r.str_array(t["arch_list"], "torch.arch_list"))
+                from envlock.kernels import parse_target
+
+                for i, a in enumerate(t["arch_list"]):
+                    try:
+                        parse_target(a)
+                    except ValueError:
+                        r.fail(f"torch.arch_list[{i}]",
+                               f"{a[:40]!r} is not a GPU target like 'sm_90' or 'compute_90'")
             torch = r.record(TorchInfo, t, "torch")
         packages = r.str_map(data.get("packages") or {}, "packages")
         env = r.str_map(data.get("env") or {}, "env")
@@ -325,4 +333,9 @@ def load_snapshot(path: str) -> Snapshot:
         data = json.loads(text)
     except ValueError as exc:
         raise InputError(f"{path} is not valid JSON: {exc}") from None
-    return Snapshot.from_dict(data, origin=path)
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a snapshot") from None
+    try:
+        return Snapshot.from_dict(data, origin=path)
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a snapshot") from None

@@ -32,8 +32,8 @@ __all__ = [
     "cuda_major",
 ]
 
-_DRIVER_RE = re.compile(r"^\d{2,3}(\.\d{1,3}){1,2}$")
-_TAG_RE = re.compile(r"^cu(\d{2})(\d)$")
+_DRIVER_RE = re.compile(r"^[0-9]{2,3}(\.[0-9]{1,3}){1,2}\Z")  # ASCII digits, no trailing \n
+_TAG_RE = re.compile(r"^cu([0-9]{2})([0-9])\Z")
 
 
 @lru_cache(maxsize=4096)

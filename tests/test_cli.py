@@ -31,9 +31,11 @@ def test_help_lists_only_implemented_commands() -> None:
     assert "Exit codes" in r.out
 
 
-def test_no_command_prints_help_and_exits_2() -> None:
+def test_no_command_prints_usage_on_stderr_and_exits_2() -> None:
     r = run_cli()
-    assert r.code == ExitCode.USAGE and "COMMAND" in r.out
+    assert r.code == ExitCode.USAGE and r.out == ""
+    assert r.err.startswith("usage: envlock") and "COMMAND" in r.err
+    assert "envlock: error: a command is required" in r.err
 
 
 def test_unknown_option_is_one_line_exit_2() -> None:

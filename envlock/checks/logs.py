@@ -59,6 +59,7 @@ SIGNAL_PATTERNS: Dict[str, Tuple[str, ...]] = {
                 r"\bDeadline exceeded\b", r"\bhangs?\b"),
 }
 _MAX_BYTES = 8 * 1024 * 1024
+_MAX_LINE = 4096
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,9 @@ def _sort_key(m: LogMatch) -> Tuple[object, ...]:
 def triage_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
                 facts: Optional[Facts], limit: int = 10) -> LogTriage:
     """(origin, text) pairs -> the advisories they point at, judged on the machine."""
-    texts = [(o, t[-_MAX_BYTES:]) for o, t in logs]
+    # each line capped (4 KiB) before any pattern runs: bounds regex backtracking per line
+    texts = [(o, "\n".join(line[:_MAX_LINE] for line in t[-_MAX_BYTES:].split("\n")))
+             for o, t in logs]
     sigs: Set[str] = set()
     for _, t in texts:
         sigs |= signals_in(t)

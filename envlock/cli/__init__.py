@@ -107,12 +107,14 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
         try:
             args = parser.parse_args(args_list)
         except _ArgError as exc:
-            out.error(str(exc))
+            out.error(_one_line(str(exc)))
             return ExitCode.USAGE
         except SystemExit as exc:  # --help / --version: argparse printed and wants to exit
             return int(exc.code or 0)
-        if not getattr(args, "command", None):
-            parser.print_help(out.stdout)
+        if not getattr(args, "command", None):  # usage and the reason on stderr, exit 2
+            parser.print_usage(out.stderr)
+            out.error(f"envlock: error: a command is required ({', '.join(COMMANDS)}); "
+                      f"see 'envlock --help'")
             return ExitCode.USAGE
         args.argv = args_list
         return int(args.run(args, out))
@@ -121,9 +123,10 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
             import traceback
 
             traceback.print_exc(file=out.stderr)
-        out.error(f"envlock: error: {exc.message}")
+        # one line each, whatever the message quotes (a file's text, a URL, a name)
+        out.error(f"envlock: error: {_one_line(exc.message)}")
         if exc.hint:
-            out.error(f"hint: {exc.hint}")
+            out.error(f"hint: {_one_line(exc.hint)}")
         return int(exc.exit_code)
     except KeyboardInterrupt:
         out.error("envlock: interrupted")
@@ -131,11 +134,21 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
     except BrokenPipeError:
         return ExitCode.OK
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, no traceback
-        if debug:
-            raise
-        out.error(f"envlock: internal error: {type(exc).__name__}: {exc} "
+        if debug:  # the traceback, and still the internal-error exit code (never 1)
+            import traceback
+
+            traceback.print_exc(file=out.stderr)
+        out.error(f"envlock: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
                   f"(run with --debug for a traceback, and please report it)")
         return ExitCode.INTERNAL
+
+
+def _one_line(text: str) -> str:
+    """Control characters (newlines included) escaped, and credentials in URLs removed."""
+    from envlock._redact import strip_userinfo
+    from envlock._text import escape_controls
+
+    return escape_controls(strip_userinfo(text))
 
 
 def run() -> None:  # pragma: no cover - console script shim

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import math
 from typing import Any, List, Tuple
 
 from envlock.errors import ExitCode, InputError
@@ -27,27 +27,46 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="a log to triage (repeatable; '-' reads stdin)")
     p.add_argument("--smoke", action="store_true",
                    help="run live checks in child processes (needs envlock-gpu[torch])")
-    p.add_argument("--timeout", type=float, default=120.0, help="per smoke check (seconds)")
+    p.add_argument("--timeout", type=seconds_arg, default=120.0,
+                   help="per smoke check (seconds)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(run=run)
 
 
+#: the longest a smoke check may be given (a day); inf or nan would wait for ever
+MAX_TIMEOUT_S = 86400.0
+
+
+def seconds_arg(text: str) -> float:
+    """argparse type: a finite number of seconds, more than 0 and at most a day."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected seconds, more than 0 and at most {MAX_TIMEOUT_S:.0f}")
+    return value
+
+
 def _read_logs(paths: List[str], out: Any) -> List[Tuple[str, str]]:
     import sys
+
+    from envlock._files import MAX_INPUT_BYTES, read_user_bytes
 
     logs = []
     for p in paths:
         if p == "-":
-            logs.append(("stdin", sys.stdin.read()))
+            text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+            if len(text) > MAX_INPUT_BYTES:
+                raise InputError("the log on stdin is larger than 64 MiB; envlock does not "
+                                 "read logs this large")
+            logs.append(("stdin", text))
             continue
-        if not os.path.isfile(p):
-            from envlock._files import read_user_text
-
-            read_user_text(p, "log file")  # raises the one-line error that fits
-        with open(p, encoding="utf-8", errors="replace") as fh:  # logs may hold any bytes
-            logs.append((p, fh.read()))
+        data = read_user_bytes(p, "log file")  # capped: --log /dev/zero ends, with an error
+        logs.append((p, data.decode("utf-8", errors="replace")))  # logs may hold any bytes
     return logs
 
 

@@ -56,7 +56,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                         "one rank per node under srun, or for tests on one machine")
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
                    help="how long rank 0 waits for every rank (default 120); ranks that "
-                        "have not answered by then are named and the verdict is drift")
+                        "have not answered by then are named and the verdict is drift. A "
+                        "rank that cannot reach the store gives up after SECONDS; every "
+                        "rank has exited SECONDS + min(SECONDS, 10) + 30 s after it started, "
+                        "whatever failed")
     p.add_argument("--endpoint", metavar="HOST:PORT",
                    help="where rank 0 hosts the store (default: $MASTER_ADDR:$MASTER_PORT, "
                         "or torchrun's own store; under srun the first node of the job)")
@@ -128,7 +131,7 @@ def _offline(args: argparse.Namespace, out: Any) -> int:
 def _live(args: argparse.Namespace, out: Any, started: float) -> int:
     from envlock.fleet.compare import compare_fleet, describe_node
     from envlock.fleet.launch import expand_placeholders, launch_from_env, placeholder_values
-    from envlock.fleet.protocol import FleetSession
+    from envlock.fleet.protocol import FleetSession, Stopped
     from envlock.snapshot import Snapshot
 
     launch = launch_from_env(os.environ, endpoint=args.endpoint)
@@ -161,8 +164,14 @@ def _live(args: argparse.Namespace, out: Any, started: float) -> int:
                                                    matrix=matrix, target_name=args.target,
                                                    missing=missing, timeout=args.timeout),
         started=started)
+    stop = _StopOnSignal()
+    stopped = False
     try:
-        outcome = session.run()
+        with stop:
+            try:
+                outcome = session.run()
+            except Stopped as why:
+                outcome, stopped = session.stopped(why), True
         if outcome.result is not None:
             header = (f"envlock fleet ({launch.launcher}, {launch.world_size} rank"
                       f"{'s' if launch.world_size != 1 else ''})")
@@ -170,8 +179,37 @@ def _live(args: argparse.Namespace, out: Any, started: float) -> int:
         elif outcome.code != ExitCode.OK:
             out.error(f"envlock fleet: rank {launch.rank}: {outcome.line}")
     finally:
-        session.release()
+        if not stopped:
+            session.release()
     return outcome.code
+
+
+class _StopOnSignal:
+    """Within the block, SIGTERM raises :class:`Stopped`: torchrun sends it to every worker
+    when one fails (rank 0 killed, say), and a rank must then still say, in one line and
+    with exit 1, that the check never reached a verdict. Outside the main thread (where
+    Python allows no handler) it does nothing."""
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        from envlock.fleet.protocol import Stopped
+
+        self.previous: Any = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            raise Stopped(f"stopped by {signal.Signals(signum).name}")
+
+        self.previous = signal.signal(signal.SIGTERM, handler)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
 
 
 def _emit(args: argparse.Namespace, out: Any, result: Any, header: str,

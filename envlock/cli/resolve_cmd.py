@@ -204,7 +204,11 @@ def run(args: argparse.Namespace, out: Any) -> int:
         return _check(args, out, matrix)
     config = _index_config(args)
     request = build_request(args, matrix, config)
-    command = "envlock resolve " + " ".join(shlex.quote(a) for a in _argv_for_header(args))
+    from envlock._redact import strip_userinfo
+
+    # the command is written into the lock: never with the credentials of a URL in it
+    command = "envlock resolve " + " ".join(shlex.quote(strip_userinfo(a))
+                                            for a in _argv_for_header(args))
     progress = _Progress(out) if out.stderr_is_tty and not args.json else None
     from envlock.index.client import IndexClient
     from envlock.matrix.cache import cache_dir

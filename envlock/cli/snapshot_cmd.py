@@ -35,8 +35,26 @@ def add_python_arg(p: argparse.ArgumentParser) -> None:
                         "lives in its own virtual environment, as in the exported image")
 
 
+#: the most GPUs one node can state; a typo such as ``H20:999999999`` would otherwise build a
+#: billion-GPU snapshot (and hang).
+MAX_GPUS_PER_NODE = 1024
+
+
+def gpu_arg(text: str) -> str:
+    """argparse type for ``--gpu NAME[:COUNT]``: a count is ASCII digits, 1..1024."""
+    name, sep, count = text.rpartition(":")
+    if sep and count.strip() and not name.strip().endswith(":"):
+        c = count.strip()
+        if c.isdigit() and not (c.isascii() and 1 <= int(c) <= MAX_GPUS_PER_NODE):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: the GPU count must be a number from 1 to {MAX_GPUS_PER_NODE}")
+    if "\n" in text or "\r" in text or "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: control characters in a GPU name")
+    return text
+
+
 def add_hardware_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpu", action="append", default=[], metavar="NAME[:COUNT]",
+    p.add_argument("--gpu", action="append", default=[], metavar="NAME[:COUNT]", type=gpu_arg,
                    help="state the GPUs instead of probing (GPU-less build hosts), e.g. H20:8")
     p.add_argument("--driver", metavar="VERSION",
                    help="state the driver version (also read from $UV_CUDA_DRIVER_VERSION)")

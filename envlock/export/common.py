@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
 
+from envlock._text import clean_for_output
 from envlock.errors import InputError, UsageError
 from envlock.lock.model import Lock, LockedPackage, LockTarget
 
@@ -58,6 +59,14 @@ class ExportRequest:
     output: Optional[str] = None
     #: format-specific options (``base_image`` for the Dockerfile)
     options: Dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Every exporter (the Dockerfile's included) renders from these values, so this is
+        # the one place that makes them safe to render: URL credentials stripped, control
+        # characters escaped in every string of the lock, target, command and options. A
+        # newline in a lock's command can then never start an active line in the output.
+        for name in ("lock", "target", "lock_path", "command", "output", "options"):
+            object.__setattr__(self, name, clean_for_output(getattr(self, name)))
 
 
 class Exporter(abc.ABC):

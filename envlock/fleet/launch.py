@@ -75,23 +75,48 @@ class Launch:
         return None
 
 
-def _int(env: Mapping[str, str], *names: str, default: Optional[int] = None) -> Optional[int]:
+#: more hosts than any Slurm job has; a longer list is refused before it is expanded
+MAX_HOSTS = 100_000
+
+
+def _int(env: Mapping[str, str], *names: str, default: Optional[int] = None,
+         least: Optional[int] = None) -> Optional[int]:
+    """The first of ``names`` that is set, as a number (``least``: its smallest value).
+
+    Only ASCII digits count (``int()`` would take Arabic-Indic digits and ``1_0``)."""
     for name in names:
         value = env.get(name)
         if value is None or value == "":
             continue
-        try:
-            return int(value)
-        except ValueError:
-            raise UsageError(f"${name} is {value!r}, not a number") from None
+        if not re.fullmatch(r"-?[0-9]{1,18}", value.strip()):
+            raise UsageError(f"${name} is {value[:40]!r}, not a number")
+        number = int(value)
+        if least is not None and number < least:
+            raise UsageError(f"${name} is {number}; it must be at least {least}")
+        return number
     return default
 
 
+def _port(env: Mapping[str, str], *names: str) -> Optional[int]:
+    port = _int(env, *names)
+    if port is not None and not 0 < port < 65536:
+        raise UsageError(f"${names[0]} is {port}, not a TCP port (1-65535)")
+    return port
+
+
+def _check_host(host: str, what: str) -> str:
+    """A host name or address the store can be reached at: no blanks, brackets of a host
+    list or control characters (those would only fail later, after a DNS wait)."""
+    if not host or len(host) > 253 or not re.fullmatch(r"[A-Za-z0-9_.:%-]+", host):
+        raise UsageError(f"{what} {host[:60]!r} is not a host name or address")
+    return host
+
+
 def _split_endpoint(text: str) -> Tuple[str, int]:
-    host, sep, port = text.rpartition(":")
+    host, sep, port = text.strip().rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--endpoint {text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
+        raise UsageError(f"--endpoint {text[:60]!r} is not HOST:PORT")
+    return _check_host(host.strip("[]"), "--endpoint host"), int(port)
 
 
 def launch_from_env(env: Mapping[str, str], *, endpoint: Optional[str] = None,
@@ -108,7 +133,7 @@ def launch_from_env(env: Mapping[str, str], *, endpoint: Optional[str] = None,
                          "launcher ($RANK/$WORLD_SIZE from torchrun, $SLURM_PROCID from srun)",
                          hint="run it under torchrun or srun, or compare snapshot files "
                               "offline: envlock fleet --snapshots 'collected/*.json'")
-    if endpoint:
+    if endpoint is not None:
         addr, port = _split_endpoint(endpoint)
         launch = replace(launch, master_addr=addr, master_port=port, agent_store=False)
     if not 0 <= launch.rank < launch.world_size:
@@ -117,18 +142,20 @@ def launch_from_env(env: Mapping[str, str], *, endpoint: Optional[str] = None,
 
 
 def _from_torchrun(env: Mapping[str, str], host: str) -> Launch:
-    rank = _int(env, "RANK") or 0
-    world = _int(env, "WORLD_SIZE") or 1
-    local_world = _int(env, "LOCAL_WORLD_SIZE", default=1) or 1
+    rank = _int(env, "RANK", least=0) or 0
+    world = _int(env, "WORLD_SIZE", least=1) or 1
+    local_world = _int(env, "LOCAL_WORLD_SIZE", default=1, least=1) or 1
     addr = env.get("MASTER_ADDR")
-    port = _int(env, "MASTER_PORT")
+    port = _port(env, "MASTER_PORT")
     if not addr or port is None:
         raise UsageError("$RANK and $WORLD_SIZE are set but $MASTER_ADDR/$MASTER_PORT are not",
                          hint="run under torchrun, export them, or pass --endpoint HOST:PORT")
-    node = _int(env, "GROUP_RANK", default=rank // local_world)
-    nodes = _int(env, "GROUP_WORLD_SIZE", default=max(1, world // local_world))
+    _check_host(addr, "$MASTER_ADDR")
+    node = _int(env, "GROUP_RANK", default=rank // local_world, least=0)
+    nodes = _int(env, "GROUP_WORLD_SIZE", default=max(1, world // local_world), least=1)
     return Launch(launcher="torchrun" if env.get("TORCHELASTIC_RUN_ID") else "env",
-                  rank=rank, world_size=world, local_rank=_int(env, "LOCAL_RANK", default=0) or 0,
+                  rank=rank, world_size=world,
+                  local_rank=_int(env, "LOCAL_RANK", default=0, least=0) or 0,
                   local_world_size=local_world, node=node or 0, nodes=nodes or 1, host=host,
                   master_addr=addr, master_port=port,
                   agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
@@ -136,8 +163,8 @@ def _from_torchrun(env: Mapping[str, str], host: str) -> Launch:
 
 
 def _from_slurm(env: Mapping[str, str], host: str) -> Launch:
-    rank = _int(env, "SLURM_PROCID") or 0
-    world = _int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS") or 1
+    rank = _int(env, "SLURM_PROCID", least=0) or 0
+    world = _int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", least=1) or 1
     hostlist = tuple(expand_hostlist(env.get("SLURM_STEP_NODELIST")
                                      or env.get("SLURM_JOB_NODELIST")
                                      or env.get("SLURM_NODELIST") or ""))
@@ -145,24 +172,26 @@ def _from_slurm(env: Mapping[str, str], host: str) -> Launch:
     if name in hostlist:
         node = hostlist.index(name)
     else:
-        node = _int(env, "SLURM_NODEID", default=0) or 0
-    nodes = len(hostlist) or _int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES", default=1) or 1
+        node = _int(env, "SLURM_NODEID", default=0, least=0) or 0
+    nodes = len(hostlist) or _int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES", default=1,
+                                  least=1) or 1
     tasks = tuple(expand_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE")
                                         or env.get("SLURM_TASKS_PER_NODE") or ""))
     if len(tasks) != nodes or sum(tasks) != world:
         tasks = ()
     local_world = tasks[node] if tasks and node < len(tasks) else 0
     addr = env.get("MASTER_ADDR") or (hostlist[0] if hostlist else "")
-    port = _int(env, "MASTER_PORT")
+    port = _port(env, "MASTER_PORT")
     if port is None:
-        job = _int(env, "SLURM_JOB_ID", "SLURM_JOBID")
+        job = _int(env, "SLURM_JOB_ID", "SLURM_JOBID", least=0)
         port = 20000 + job % 10000 if job is not None else None
     if not addr or port is None:
         raise UsageError("under srun, cannot tell where rank 0 is: no $SLURM_JOB_NODELIST "
                          "or $SLURM_JOB_ID", hint="export MASTER_ADDR and MASTER_PORT, or pass "
                                                   "--endpoint HOST:PORT")
+    _check_host(addr, "$MASTER_ADDR" if env.get("MASTER_ADDR") else "the first Slurm host")
     return Launch(launcher="slurm", rank=rank, world_size=world,
-                  local_rank=_int(env, "SLURM_LOCALID", default=0) or 0,
+                  local_rank=_int(env, "SLURM_LOCALID", default=0, least=0) or 0,
                   local_world_size=local_world, node=node, nodes=nodes, host=name,
                   master_addr=addr, master_port=port, hostlist=hostlist, tasks_per_node=tasks)
 
@@ -170,27 +199,41 @@ def _from_slurm(env: Mapping[str, str], host: str) -> Launch:
 # -- Slurm's compressed lists ------------------------------------------------------------
 
 def _top_level_split(text: str) -> List[str]:
+    """Split at commas outside brackets; unbalanced or nested brackets are an error."""
     parts, depth, cur = [], 0, ""
     for ch in text:
         if ch == "[":
             depth += 1
         elif ch == "]":
             depth -= 1
+        if depth not in (0, 1):
+            raise UsageError(f"cannot read the Slurm host list {text[:80]!r}: unbalanced brackets")
         if ch == "," and depth == 0:
             parts.append(cur)
             cur = ""
         else:
             cur += ch
+    if depth:
+        raise UsageError(f"cannot read the Slurm host list {text[:80]!r}: unbalanced brackets")
     parts.append(cur)
     return [p.strip() for p in parts if p.strip()]
 
 
-def _range_items(body: str, where: str) -> List[str]:
+def _range_items(body: str, where: str, room: int) -> List[str]:
+    """The numbers of one ``[...]``; more than ``room`` of them is an error (before any
+    is made: ``gpu[1-99999999]`` must not take minutes and gigabytes)."""
     out: List[str] = []
+    count = 0
     for item in body.split(","):
-        lo, sep, hi = item.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise UsageError(f"cannot read the Slurm host list {where!r}")
+        lo, sep, hi = item.strip().partition("-")
+        if not re.fullmatch(r"[0-9]{1,18}", lo) or (sep and not re.fullmatch(r"[0-9]{1,18}", hi)):
+            raise UsageError(f"cannot read the Slurm host list {where[:80]!r}")
+        count += int(hi) - int(lo) + 1 if sep else 1
+        if count > room:
+            raise UsageError(f"the Slurm host list {where[:80]!r} names more than "
+                             f"{MAX_HOSTS:,} hosts")
+    for item in body.split(","):
+        lo, sep, hi = item.strip().partition("-")
         if not sep:
             out.append(lo)
             continue
@@ -218,8 +261,11 @@ def expand_hostlist(text: str) -> List[str]:
                 names = [n + rest for n in names]
                 break
             prefix, body, rest = m.groups()
-            names = [n + prefix + x for n in names for x in _range_items(body, part)]
+            room = (MAX_HOSTS - len(hosts)) // len(names)
+            names = [n + prefix + x for n in names for x in _range_items(body, part, room)]
         hosts.extend(names)
+        if len(hosts) > MAX_HOSTS:
+            raise UsageError(f"the Slurm host list names more than {MAX_HOSTS:,} hosts")
     return hosts
 
 

@@ -22,11 +22,19 @@ Rounds (``T`` is ``--timeout``; every wait has a deadline):
 3. rank 0 judges (:func:`~envlock.fleet.compare.compare_fleet`) and writes the verdict
    ``v = {"code": 0|1, "line": ...}``; every rank that arrived reads it, acknowledges with
    ``d/<rank> = <bytes it sent>`` and exits with that code. Ranks give up on the verdict
-   after ``T + min(T, 10 s) + 30 s`` and exit 1 naming what they waited for;
+   after ``T + min(T, 10 s) + 30 s`` (:func:`total_bound`, counted from their start) and
+   exit 1 naming rank 0 and what they waited for; a verdict that rank 0 failed (or was
+   stopped) ends every wait at once;
 4. rank 0 waits (briefly) for the acknowledgements, hands its result to the CLI to print
    and write, then writes ``bye``; the others leave after ``bye``. So rank 0's report is
    complete before any rank exits non-zero (torchrun kills the survivors of a failed
    worker), and under srun rank 0's store outlives every rank that still needs it.
+
+Joining: rank 0 (when it hosts the store) listens on the port before it imports torch;
+the others wait for a plain TCP connection until ``T`` after their start, so a rank 0
+that never started is reported after ``--timeout`` and a slow one is not mistaken for it.
+Rank 0 counts its ``T`` from when its store is up. Every c10d wait runs in slices of a
+second, so SIGTERM (torchrun stopping the job) and Ctrl-C are handled at once.
 
 Per rank this is 4-6 small requests plus one snapshot for nodes in a minority; rank 0 does
 O(nodes) work, once. Byte counts (keys and values as sent, not TCP framing) are measured
@@ -37,6 +45,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field, replace
@@ -55,11 +65,26 @@ from envlock.fleet.fingerprint import NodeMessage
 from envlock.fleet.launch import Launch
 from envlock.snapshot import Snapshot
 
-__all__ = ["LiveOutcome", "FleetSession", "PREFIX", "verdict_line"]
+__all__ = ["LiveOutcome", "FleetSession", "PREFIX", "Stopped", "verdict_line", "total_bound"]
 
 PREFIX = "envlock-fleet"
 #: how long ranks wait for rank 0 to judge after its own deadline
 GRACE_S = 30.0
+#: the longest single c10d wait (signals are handled between two)
+WAIT_SLICE_S = 1.0
+
+
+class Stopped(BaseException):
+    """A signal asked this rank to stop (the CLI raises it from its SIGTERM handler): a
+    BaseException, so that no ``except Exception`` on the way swallows it."""
+
+
+def total_bound(timeout: float) -> float:
+    """Seconds after its start by which every rank has exited, whatever failed: rank 0's
+    wait (``timeout``), its wait for snapshots (``min(timeout, 10)``) and ``GRACE_S`` for
+    rank 0 starting late and judging. A rank that cannot reach the store gives up sooner,
+    after ``timeout``."""
+    return timeout + min(timeout, 10.0) + GRACE_S
 
 
 @dataclass(frozen=True)
@@ -116,19 +141,26 @@ class _Meter:
         self._keys(keys)
         return bool(self.store.check(list(keys)))
 
-    def wait(self, keys: Sequence[str], deadline: float) -> bool:
-        """True when every key exists before ``deadline`` (monotonic seconds)."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+    def wait(self, keys: Sequence[str], deadline: float, unless: Optional[str] = None) -> bool:
+        """True when every key exists before ``deadline`` (monotonic seconds); False at
+        the deadline, or as soon as the key ``unless`` exists."""
+        if deadline - time.monotonic() <= 0:
             return self.check(keys)
         self._keys(keys)
-        try:
-            self.store.wait(list(keys), timedelta(seconds=remaining))
-            return True
-        except RuntimeError as exc:  # DistStoreError: the deadline passed
-            if "timeout" not in str(exc).lower():
-                raise
-            return False
+        # in slices: c10d's wait holds the thread in C++, where Python's signal handlers
+        # (SIGTERM from a launcher stopping the job, Ctrl-C) cannot run
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            try:
+                self.store.wait(list(keys), timedelta(seconds=min(remaining, WAIT_SLICE_S)))
+                return True
+            except RuntimeError as exc:  # DistStoreError: this slice ran out
+                if "timeout" not in str(exc).lower():
+                    raise
+            if unless is not None and self.store.check([unless]):
+                return False
 
     def present(self, keys: Sequence[str]) -> List[str]:
         """The keys that exist (after a wait ran out): one check per key."""
@@ -136,19 +168,96 @@ class _Meter:
 
 
 def _import_dist() -> Any:
-    """torch.distributed, quietly: the c10d socket layer logs every timed-out poll, and a
-    CPU-only torch warns about NumPy at import; neither helps someone reading a verdict."""
+    """torch.distributed, quietly: the c10d socket layer logs every timed-out poll and, when
+    a connection fails, the C++ stack of the error; a CPU-only torch warns about NumPy at
+    import. None of that helps someone reading a verdict, and the exception still says
+    what went wrong. The C++ log level is read once, when torch loads, so it is set only
+    for the import and the environment is put back (a snapshot records it)."""
     import warnings
 
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            import torch.distributed as dist
-        except ImportError:
-            raise EnvlockError("live fleet mode needs torch (pip install 'envlock-gpu[torch]'); "
-                               "--snapshots compares snapshot files without it") from None
+    saved = {k: os.environ.get(k) for k in ("TORCH_CPP_LOG_LEVEL", "TORCH_SHOW_CPP_STACKTRACES")}
+    os.environ.update(TORCH_CPP_LOG_LEVEL="FATAL", TORCH_SHOW_CPP_STACKTRACES="0")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                import torch.distributed as dist
+            except ImportError:
+                raise EnvlockError("live fleet mode needs torch "
+                                   "(pip install 'envlock-gpu[torch]'); "
+                                   "--snapshots compares snapshot files without it") from None
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return dist
+
+
+def _in_time(call: Callable[[], Any], deadline: float) -> Any:
+    """``call()`` in a daemon thread; :class:`TimeoutError` when it has not returned by
+    ``deadline``. For the calls with no deadline of their own that a bad network can stall:
+    DNS look-ups, and c10d's connect, which retries past the timeout it is given."""
+    box: Dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="envlock-fleet-connect", daemon=True)
+    thread.start()
+    thread.join(max(0.0, deadline - time.monotonic()))
+    if thread.is_alive():
+        raise TimeoutError("timed out")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _listen(port: int) -> int:
+    """A listening socket on ``port`` (all addresses, IPv6 and IPv4 where the system has
+    both), handed to c10d as a file descriptor that it then owns."""
+    if socket.has_dualstack_ipv6():
+        sock = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True,
+                                    backlog=1024)
+    else:
+        sock = socket.create_server(("", port), backlog=1024)
+    return sock.detach()
+
+
+def _wait_reachable(host: str, port: int, deadline: float) -> None:
+    """Return once a TCP connection to ``host:port`` opens; retry (rank 0 may not have
+    started its store yet) until ``deadline``, then raise :class:`TimeoutError` with the
+    last reason. A plain socket, so that ``--timeout`` bounds the wait exactly."""
+    # one try at least, however late (importing torch may have used up the deadline)
+    deadline = max(deadline, time.monotonic() + 1.0)
+    try:
+        addrs = _in_time(lambda: socket.getaddrinfo(host, port, type=socket.SOCK_STREAM),
+                         deadline)
+    except TimeoutError:
+        raise TimeoutError(f"looking up {host!r} timed out") from None
+    except OSError as exc:
+        raise TimeoutError(f"cannot look up {host!r}: {exc.strerror or exc}") from None
+    why = "no address"
+    while True:
+        for family, kind, proto, _, addr in addrs:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                with socket.socket(family, kind, proto) as sock:
+                    sock.settimeout(min(remaining, 2.0))
+                    sock.connect(addr)
+                return
+            except OSError as exc:
+                why = exc.strerror or str(exc) or type(exc).__name__
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(why)
+        time.sleep(min(0.2, remaining))
 
 
 def verdict_line(result: FleetResult) -> str:
@@ -183,21 +292,42 @@ class FleetSession:
         self.describe = describe
         self.judge = judge
         self.started = time.monotonic() if started is None else started
+        #: the one deadline of the whole run: no rank waits past it, whatever fails
+        self.give_up = self.started + total_bound(timeout)
         self.store: Optional[_Meter] = None
         self.node = launch.rank if per_rank else launch.node
         self.prober = per_rank or launch.local_rank == 0
         self.times: Dict[str, float] = {}
+        self.ready = self.started
+        #: rank 0's host as it announced itself (for naming it when it goes silent)
+        self.rank0_host = ""
 
     # -- setup ----------------------------------------------------------------------------
     def _connect(self) -> _Meter:
-        dist = _import_dist()
+        """Host or join the store by ``started + timeout``. Clients first wait for a plain
+        TCP connection (rank 0 may start later), so the wait ends when ``--timeout`` says;
+        then c10d connects, bounded by the same deadline."""
         L = self.launch
-        wait = timedelta(seconds=self.timeout + GRACE_S)
+        hosting = not L.agent_store and L.rank == 0
+        # Before importing torch, which alone can take seconds on a busy node: rank 0
+        # listens on the port at once (c10d then serves on that socket), the others wait
+        # until it does. So "cannot reach rank 0" is decided by --timeout, and a rank 0
+        # that is up but slow to import is not mistaken for one that never started.
+        listen_fd = _listen(L.master_port) if hosting else None
+        if not hosting:
+            _wait_reachable(L.master_addr, L.master_port, self.started + self.timeout)
+        dist = _import_dist()
+        # the store's own timeout is also its default per-request one
+        by = max(self.give_up, time.monotonic() + 5.0)
+        wait = timedelta(seconds=max(by - time.monotonic(), 1.0))
         if L.agent_store:
-            tcp = dist.TCPStore(L.master_addr, L.master_port, None, False, wait)
+            tcp = _in_time(lambda: dist.TCPStore(L.master_addr, L.master_port, None, False,
+                                                 wait), by)
         else:
-            tcp = dist.TCPStore(L.master_addr, L.master_port, None, L.rank == 0, wait,
-                                wait_for_workers=False, multi_tenant=True)
+            tcp = _in_time(lambda: dist.TCPStore(L.master_addr, L.master_port, None, hosting,
+                                                 wait, wait_for_workers=False,
+                                                 multi_tenant=True, master_listen_fd=listen_fd),
+                           by)
         prefix = f"{PREFIX}/{L.attempt}"
         return _Meter(dist.PrefixStore(prefix, tcp), prefix)
 
@@ -222,14 +352,18 @@ class FleetSession:
     def run(self) -> LiveOutcome:
         L = self.launch
         t = time.monotonic()
+        where = f"{L.master_addr}:{L.master_port}"
         try:
             self.store = self._connect()
-        except RuntimeError as exc:
-            where = f"{L.master_addr}:{L.master_port}"
-            return LiveOutcome(1, f"cannot reach the fleet store at {where} "
-                                  f"({'torchrun agent' if L.agent_store else 'rank 0'}) "
-                                  f"within {self.timeout:g} s: {_first_line(exc)}")
-        self.times["connect"] = time.monotonic() - t
+        except (RuntimeError, OSError) as exc:  # TimeoutError is an OSError
+            if L.rank == 0 and not L.agent_store:
+                return LiveOutcome(1, f"rank 0 cannot host the fleet store at {where}: "
+                                      f"{_first_line(exc)}")
+            return LiveOutcome(1, f"no answer from rank 0: cannot reach the fleet store at "
+                                  f"{where} ({'torchrun agent' if L.agent_store else 'rank 0'})"
+                                  f" within {self.timeout:g} s: {_first_line(exc)}")
+        self.ready = time.monotonic()
+        self.times["connect"] = self.ready - t
         try:
             store = self.store
             store.set(f"r/{L.rank}", f"{L.node}|{L.local_rank}|{L.host}".encode())
@@ -241,39 +375,56 @@ class FleetSession:
                     return self._lead(store, own)
                 except BaseException as exc:
                     # never leave the others waiting for a verdict that cannot come
-                    line = f"rank 0 failed: {type(exc).__name__}: {_first_line(exc)}"
+                    line = (f"rank 0 was {exc}" if isinstance(exc, Stopped) else
+                            f"rank 0 failed: {type(exc).__name__}: {_first_line(exc)}")
                     store.set("v", json.dumps({"code": 1, "line": line[:300]}).encode())
                     store.set("bye", b"1")
                     raise
             return self._follow(store, own)
         except RuntimeError as exc:  # the store went away (its host died)
-            return LiveOutcome(1, f"lost the fleet store at {L.master_addr}:{L.master_port}: "
-                                  f"{_first_line(exc)}")
+            host = f" ({self.rank0_host})" if self.rank0_host else ""
+            owner = "torchrun agent" if L.agent_store else "rank 0"
+            who = "rank 0" if L.rank == 0 else f"no answer from rank 0{host}"
+            return LiveOutcome(1, f"{who}: lost the fleet store at {where} ({owner}) "
+                                  f"before the verdict: {_first_line(exc)}")
 
     def _follow(self, store: _Meter, own: Optional[_Probed]) -> LiveOutcome:
-        L = self.launch
-        deadline = self.started + self.timeout + min(self.timeout, 10.0) + GRACE_S
+        deadline = self.give_up
+        self._note_rank0(store)
         if own is not None and own.snapshot is not None:
-            if not store.wait(["want"], deadline):
+            # a verdict instead of the majority: rank 0 failed early and said so
+            if store.wait(["want"], deadline, unless="v"):
+                want = json.loads(store.get("want"))
+                if own.message.digest != want.get("m") or want.get("rep") == self.node:
+                    store.set(f"s/{self.node}", _pack(own.snapshot))
+            elif not store.check(["v"]):
                 return self._no_verdict(store, "the majority fingerprint")
-            want = json.loads(store.get("want"))
-            if own.message.digest != want.get("m") or want.get("rep") == self.node:
-                store.set(f"s/{self.node}", _pack(own.snapshot))
         if not store.wait(["v"], deadline):
             return self._no_verdict(store, "the verdict")
         verdict = json.loads(store.get("v"))
-        ack = f"d/{L.rank}"
+        ack = f"d/{self.launch.rank}"
         sent = store.sent + store.k + len(ack)
         store.set(ack, str(sent + len(str(sent))).encode())
         return LiveOutcome(int(verdict["code"]), str(verdict.get("line", "")))
 
-    def _no_verdict(self, store: _Meter, what: str) -> LiveOutcome:
-        host = "host unknown"
+    def stopped(self, why: Stopped) -> LiveOutcome:
+        """What a rank stopped by a signal before the verdict reports (rank 0 named)."""
+        if self.launch.rank == 0:
+            return LiveOutcome(1, f"{why} before the verdict")
+        host = f" ({self.rank0_host})" if self.rank0_host else ""
+        return LiveOutcome(1, f"no verdict from rank 0{host}: {why} before it came (a "
+                              f"launcher stops every rank when one of them fails)")
+
+    def _note_rank0(self, store: _Meter) -> None:
         try:
-            if store.check(["r/0"]):
-                host = store.get("r/0").decode().split("|", 2)[2]
-        except RuntimeError:
+            if not self.rank0_host and store.check(["r/0"]):
+                self.rank0_host = store.get("r/0").decode().split("|", 2)[2]
+        except (RuntimeError, IndexError, UnicodeDecodeError):
             pass
+
+    def _no_verdict(self, store: _Meter, what: str) -> LiveOutcome:
+        self._note_rank0(store)
+        host = self.rank0_host or "host unknown"
         waited = time.monotonic() - self.started
         return LiveOutcome(1, f"no answer from rank 0 ({host}): waited {waited:.0f} s for "
                               f"{what}")
@@ -281,7 +432,9 @@ class FleetSession:
     def _lead(self, store: _Meter, own: Optional[_Probed]) -> LiveOutcome:
         L = self.launch
         W = L.world_size
-        deadline = self.started + self.timeout
+        # counted from when the store is up: ranks cannot arrive before that, and on a
+        # loaded machine rank 0's own start-up must not eat into the others' time
+        deadline = min(self.ready + self.timeout, self.give_up)
         t = time.monotonic()
         node_keys = {n: f"f/{n}" for n in (range(W) if self.per_rank else range(L.nodes))}
         rank_keys = [f"r/{r}" for r in range(W)]
@@ -330,7 +483,8 @@ class FleetSession:
         store.set("want", want)
         senders = [n for n, m in messages.items() if n != own_node and m.error is None
                    and (m.digest != major or n == rep)]
-        snap_deadline = max(deadline, time.monotonic() + min(self.timeout, 10.0))
+        snap_deadline = min(max(deadline, time.monotonic() + min(self.timeout, 10.0)),
+                            self.give_up)
         skeys = [f"s/{n}" for n in senders]
         got = skeys if store.wait(skeys, snap_deadline) else store.present(skeys)
         snap_bytes: Dict[int, int] = {}
@@ -365,7 +519,8 @@ class FleetSession:
         t = time.monotonic()
         others = [r for r in arrived if r != 0]
         akeys = [f"d/{r}" for r in others]
-        acked = akeys if store.wait(akeys, time.monotonic() + min(self.timeout, 10.0)) \
+        ack_by = min(time.monotonic() + min(self.timeout, 10.0), self.give_up)
+        acked = akeys if store.wait(akeys, ack_by) \
             else store.present(akeys)
         sent = [int(v) for v in store.multi_get(acked)]
         self.times["acks"] = time.monotonic() - t
@@ -392,7 +547,8 @@ class FleetSession:
             if self.launch.rank == 0:
                 self.store.set("bye", b"1")
             else:
-                self.store.wait(["bye"], time.monotonic() + min(self.timeout, GRACE_S))
+                self.store.wait(["bye"], min(time.monotonic() + min(self.timeout, GRACE_S),
+                                             self.give_up))
         except RuntimeError:
             pass  # rank 0 (and its store) already gone: nothing left to wait for
 

@@ -3,8 +3,12 @@
 * project pages from PEP 691 JSON or PEP 503 HTML (one request, JSON preferred);
 * a wheel's METADATA from its PEP 658 file (hash-checked), else by HTTP range reads of the
   wheel, else (servers without ranges) by downloading it; an sdist's PKG-INFO by download;
-* every result cached on disk: pages through HTTP validation, metadata by file hash
-  (content-addressed, so it never goes stale);
+* every result cached on disk: pages through HTTP validation, metadata by index URL and
+  file hash (so it never goes stale, and one index cannot plant metadata for another);
+  every cache path is a digest envlock computes, never text an index sent;
+* a hostile or broken index ends in one :class:`IndexError_` (exit 4): pages are checked
+  at the boundary (see :mod:`envlock.index.pages`), requests have a total deadline and a
+  size cap (:mod:`envlock.index.http`);
 * bounded concurrency for prefetching, used by the resolver to overlap network waits.
 """
 
@@ -14,30 +18,35 @@ import hashlib
 import io
 import json
 import os
+import struct
 import tarfile
 import threading
 import zipfile
+import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from packaging.utils import canonicalize_name
 
-from envlock.errors import IndexError_, OfflineError
+from envlock._files import atomic_write_bytes
+from envlock.errors import EnvlockError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
 from envlock.index.http import Transport
 from envlock.index.metadata import Metadata, parse_metadata
 from envlock.index.pages import (
     Dist,
+    MalformedPage,
     ProjectPage,
     page_from_cache,
     page_to_cache,
     parse_html,
     parse_json,
+    valid_digest,
 )
 from envlock.index.zipread import RemoteZip
 
-__all__ = ["IndexClient"]
+__all__ = ["IndexClient", "parse_page"]
 
 _ACCEPT = ("application/vnd.pypi.simple.v1+json, "
            "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1")
@@ -59,7 +68,7 @@ class IndexClient:
         self._max_workers = max_workers or min(16, max(4, 2 * (os.cpu_count() or 2)))
         self._lock = threading.Lock()
         self._pages: Dict[Tuple[str, str], "Future[Optional[ProjectPage]]"] = {}
-        self._meta: Dict[str, "Future[Metadata]"] = {}
+        self._meta: Dict[Tuple[str, str, str], "Future[Metadata]"] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "IndexClient":
@@ -69,6 +78,10 @@ class IndexClient:
         self.close()
 
     def close(self) -> None:
+        """Stop: queued work is dropped and reads in flight end within a fraction of a
+        second (so Ctrl-C or an error does not wait for a slow index; the worker threads
+        must end before the interpreter can exit)."""
+        self.transport.cancel()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self.transport.close()
@@ -120,49 +133,46 @@ class IndexClient:
             raise
         if resp.status == 404:
             return None
-        parsed = self._parsed_cache(resp.body)
+        parsed = self._parsed_cache(url, index, resp.body)
         if parsed is not None:
             return parsed
-        ctype = (resp.headers.get("Content-Type") or "").split(";")[0].strip()
-        if ctype.endswith("json") or resp.body[:1] == b"{":
-            try:
-                page = parse_json(json.loads(resp.body), url, index, name)
-            except (ValueError, KeyError, TypeError) as exc:
-                raise IndexError_(f"{redact(url)}: malformed JSON project page ({exc})") from None
-        else:
-            page = parse_html(resp.body.decode("utf-8", "replace"), url, index, name)
-        self._store_parsed(resp.body, page)
+        page = parse_page(resp.body, resp.headers.get("Content-Type") or "", url, index, name)
+        self._store_parsed(url, index, resp.body, page)
         return page
 
-    def _parsed_path(self, body: bytes) -> Optional[Path]:
+    def _parsed_path(self, url: str, index: str, body: bytes) -> Optional[Path]:
+        """Parsed pages are keyed by where the page came from as well as by its bytes: the
+        same bytes from another index resolve to other URLs and belong to that index."""
         if self.cache_dir is None:
             return None
-        return self.cache_dir / "pages" / (hashlib.sha256(body).hexdigest()[:32] + ".json")
+        key = _digest(redact(index), redact(url), hashlib.sha256(body).hexdigest())
+        return self.cache_dir / "pages" / (key[:32] + ".json")
 
-    def _parsed_cache(self, body: bytes) -> Optional[ProjectPage]:
-        p = self._parsed_path(body)
+    def _parsed_cache(self, url: str, index: str, body: bytes) -> Optional[ProjectPage]:
+        p = self._parsed_path(url, index, body)
         if p is None:
             return None
         try:
-            return page_from_cache(p.read_bytes())
+            page = page_from_cache(p.read_bytes())
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        if page.index != redact(index) or page.url != redact(url):
+            return None
+        return page
 
-    def _store_parsed(self, body: bytes, page: ProjectPage) -> None:
-        p = self._parsed_path(body)
+    def _store_parsed(self, url: str, index: str, body: bytes, page: ProjectPage) -> None:
+        p = self._parsed_path(url, index, body)
         if p is None:
             return
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            tmp = p.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_bytes(page_to_cache(page))
-            os.replace(tmp, p)
-        except OSError:
+            atomic_write_bytes(p, page_to_cache(page))
+        except (OSError, EnvlockError):
             pass
 
     # -- metadata ----------------------------------------------------------------------
     def prefetch_metadata(self, dist: Dist) -> "Future[Metadata]":
-        key = dist.url
+        key = (redact(dist.index), dist.url, dist.sha256 or "")
         with self._lock:
             fut = self._meta.get(key)
             if fut is not None:
@@ -181,14 +191,18 @@ class IndexClient:
         return self.prefetch_metadata(dist).result()
 
     def _meta_path(self, dist: Dist) -> Optional[Path]:
-        if self.cache_dir is None:
+        """Where a file's metadata is cached: a name we compute from the index URL and the
+        file's hash (both checked), never text from the index. Another index claiming the
+        same hash gets another entry, so it cannot plant metadata for this one."""
+        if self.cache_dir is None or not valid_digest("sha256", dist.sha256):
             return None
-        ident = dist.sha256 or hashlib.sha256(redact(dist.url).encode()).hexdigest()
-        return self.cache_dir / "metadata" / ident[:2] / f"{ident}.metadata"
+        ident = _digest("metadata-v2", redact(dist.index), str(dist.sha256))
+        path = self.cache_dir / "metadata" / ident[:2] / f"{ident}.metadata"
+        return path
 
     def _fetch_metadata(self, dist: Dist) -> Metadata:
         path = self._meta_path(dist)
-        if path is not None and dist.sha256:
+        if path is not None:
             try:
                 return parse_metadata(path.read_bytes())
             except OSError:
@@ -200,10 +214,8 @@ class IndexClient:
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
-                tmp.write_bytes(blob)
-                os.replace(tmp, path)
-            except OSError:
+                atomic_write_bytes(path, blob)
+            except (OSError, EnvlockError):
                 pass
         return parse_metadata(blob)
 
@@ -217,19 +229,32 @@ class IndexClient:
                                       f"{algo} hash")
             return blob
         if dist.is_wheel:
+            cap = self.transport.max_page_bytes
             try:
-                z = self.remote_zip(dist)
-                entry = z.find(r"^[^/]+\.dist-info/METADATA$")
-                if entry is None:
+                try:
+                    z = self.remote_zip(dist)
+                    entry = z.find(r"^[^/]+\.dist-info/METADATA$")
+                    if entry is None:
+                        raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
+                    if cap is not None and entry.size > cap:
+                        raise IndexError_(f"{dist.filename}: METADATA of {entry.size} bytes is "
+                                          f"larger than {cap} (ENVLOCK_INDEX_MAX_PAGE_BYTES)")
+                    return z.read(entry, cap)
+                except _NoRanges:
+                    data = self.download(dist)
+                    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                        for info in zf.infolist():
+                            name = info.filename
+                            if name.count("/") == 1 and name.endswith(".dist-info/METADATA"):
+                                if cap is not None and info.file_size > cap:
+                                    raise IndexError_(f"{dist.filename}: METADATA is larger "
+                                                      f"than {cap} bytes") from None
+                                return zf.read(info)
                     raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
-                return z.read(entry)
-            except _NoRanges:
-                data = self.download(dist)
-                with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                    for name in zf.namelist():
-                        if name.count("/") == 1 and name.endswith(".dist-info/METADATA"):
-                            return zf.read(name)
-                raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
+            except (zipfile.BadZipFile, struct.error, zlib.error, ValueError, OverflowError,
+                    EOFError, NotImplementedError) as exc:
+                raise IndexError_(f"{dist.filename}: unreadable wheel "
+                                  f"({_first_line(exc)})") from None
         data = self.download(dist)
         return _sdist_pkg_info(data, dist.filename)
 
@@ -240,14 +265,13 @@ class IndexClient:
             if resp.status != 206:
                 raise _NoRanges()
             cr = resp.headers.get("Content-Range") or resp.headers.get("content-range") or ""
-            total = int(cr.rsplit("/", 1)[1]) if "/" in cr and not cr.endswith("*") else None
-            return resp.body, total
+            return resp.body, _range_total(cr, dist.filename)
 
         return RemoteZip(fetch, dist.filename)
 
     def download(self, dist: Dist) -> bytes:
         """The whole file, verified against its sha256 when the index gave one."""
-        resp = self.transport.get(dist.url, cache=False)
+        resp = self.transport.get(dist.url, cache=False, whole_file=True)
         if dist.sha256 and hashlib.sha256(resp.body).hexdigest() != dist.sha256:
             raise IndexError_(f"{redact(dist.url)} does not match its sha256 from the index")
         return resp.body
@@ -286,6 +310,47 @@ def _run_into(fut: Future, fn: Callable[..., object], *args: object) -> None:
         fut.set_result(fn(*args))
     except BaseException as exc:  # noqa: BLE001 - delivered to the waiter
         fut.set_exception(exc)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _range_total(content_range: str, label: str) -> Optional[int]:
+    """The full size from ``Content-Range: bytes a-b/size`` (None for ``*``)."""
+    unit, _, rest = content_range.strip().partition(" ")
+    span, _, size = rest.partition("/")
+    if unit.lower() != "bytes" or not span or not size:
+        raise IndexError_(f"{label}: malformed Content-Range {content_range[:80]!r}")
+    size = size.strip()
+    if size == "*":
+        return None
+    if not size.isdigit() or not size.isascii():
+        raise IndexError_(f"{label}: malformed Content-Range {content_range[:80]!r}")
+    return int(size)
+
+
+def parse_page(body: bytes, content_type: str, url: str, index: str,
+               name: str) -> ProjectPage:
+    """A project page from its bytes (JSON or HTML, by content type or first byte).
+    Anything malformed is an :class:`IndexError_` naming the page."""
+    ctype = content_type.split(";")[0].strip().lower()
+    try:
+        if ctype.endswith("json") or body.lstrip()[:1] in (b"{", b"["):
+            try:
+                data = json.loads(body)
+            except (ValueError, RecursionError) as exc:
+                raise MalformedPage(f"not JSON ({_first_line(exc)})") from None
+            return parse_json(data, url, index, name)
+        return parse_html(body.decode("utf-8", "replace"), url, index, name)
+    except MalformedPage as exc:
+        raise IndexError_(f"{redact(url)}: malformed project page: {_first_line(exc)}") \
+            from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).replace("\r", " ").replace("\n", " ")
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _sdist_pkg_info(data: bytes, filename: str) -> bytes:

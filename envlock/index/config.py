@@ -23,9 +23,9 @@ import os
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Mapping, Optional, Tuple
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-__all__ = ["IndexConfig", "load_index_config", "redact", "PYPI_SIMPLE", "config_files"]
+__all__ = ["IndexConfig", "load_index_config", "redact", "check_url", "PYPI_SIMPLE", "config_files"]
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 
@@ -140,11 +140,45 @@ def load_index_config(env: Optional[Mapping[str, str]] = None, **cli: object) ->
 
 
 def redact(url: str) -> str:
-    """Drop credentials from a URL before it is shown or written to a lock."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
+    """Drop credentials from a URL before it is shown or written to a lock.
+
+    Works on text that is not a valid URL too (a bad port, a broken IPv6 literal): the
+    userinfo is whatever sits between ``//`` and the last ``@`` of the authority, and it is
+    removed without asking urllib to understand the rest.
+    """
+    scheme_end = url.find("//")
+    if scheme_end < 0:
         return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    start = scheme_end + 2
+    end = len(url)
+    for sep in "/?#":
+        i = url.find(sep, start)
+        if i >= 0:
+            end = min(end, i)
+    at = url.rfind("@", start, end)
+    if at < 0:
+        return url
+    return url[:start] + url[at + 1:]
+
+
+def check_url(url: str) -> None:
+    """Refuse an index URL that cannot be requested (bad port, broken IPv6 literal, no
+    host), with a one-line input error instead of a crash deep in the HTTP stack."""
+    from envlock.errors import InputError
+
+    if url.startswith("file:"):
+        return
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InputError(f"index URL {shown!r} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise InputError(f"index URL {shown!r} must start with http://, https:// or file:")
+    if not parts.hostname:
+        raise InputError(f"index URL {shown!r} has no host")
+    if port == 0:
+        raise InputError(f"index URL {shown!r} has port 0")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise InputError(f"index URL {shown!r} contains spaces or control characters")

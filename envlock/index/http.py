@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 from envlock._files import atomic_write_bytes
 from envlock.errors import InputError, IndexError_, OfflineError
-from envlock.index.config import IndexConfig, redact
+from envlock.index.config import IndexConfig, check_url, redact
 
 __all__ = ["Response", "Transport", "RETRY_STATUSES"]
 
@@ -59,10 +59,21 @@ class Transport:
         self._session: Any = None
         self._lock = threading.Lock()
         self._auth: Dict[str, Tuple[str, str]] = {}
+        self._cancel = threading.Event()
+        #: total seconds one request may take, retries included (ENVLOCK_INDEX_DEADLINE)
+        self.deadline = _env_number("ENVLOCK_INDEX_DEADLINE", 300.0)
+        #: largest page or metadata file accepted (ENVLOCK_INDEX_MAX_PAGE_BYTES)
+        self.max_page_bytes: Optional[int] = int(
+            _env_number("ENVLOCK_INDEX_MAX_PAGE_BYTES", float(64 * 1024 * 1024)))
         self.stats = {"requests": 0, "cache_hits": 0, "revalidated": 0, "retries": 0,
                       "bytes": 0}
+        for url in config.indexes:
+            check_url(url)
         for url in (*config.indexes, *config.find_links):
-            parts = urlsplit(url)
+            try:
+                parts = urlsplit(url)
+            except ValueError:
+                continue
             if parts.username is not None:
                 self._auth[parts.hostname or ""] = (unquote(parts.username),
                                                     unquote(parts.password or ""))
@@ -74,8 +85,11 @@ class Transport:
                 import requests
                 from requests.adapters import HTTPAdapter
 
+                from envlock.index.deadline import POOL_CLASSES
+
                 s = requests.Session()
                 adapter = HTTPAdapter(pool_connections=8, pool_maxsize=16, max_retries=0)
+                adapter.poolmanager.pool_classes_by_scheme = dict(POOL_CLASSES)
                 s.mount("https://", adapter)
                 s.mount("http://", adapter)
                 s.headers["User-Agent"] = _user_agent()
@@ -133,8 +147,9 @@ class Transport:
 
     # -- requests --------------------------------------------------------------------
     def get(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
-            cache: bool = True, immutable: bool = False) -> Response:
-        """GET ``url``. ``immutable`` entries (content-addressed files) never revalidate."""
+            cache: bool = True, immutable: bool = False, whole_file: bool = False) -> Response:
+        """GET ``url``. ``immutable`` entries (content-addressed files) never revalidate.
+        Bodies are capped at ``max_page_bytes`` unless ``whole_file`` (a wheel download)."""
         if url.startswith("file:"):
             return self._get_file(url)
         cached = self._cache_read(url) if cache else None
@@ -160,7 +175,7 @@ class Transport:
                 hdrs["If-None-Match"] = meta["etag"]
             if meta.get("last_modified"):
                 hdrs["If-Modified-Since"] = meta["last_modified"]
-        resp = self._request(url, hdrs)
+        resp = self._request(url, hdrs, max_bytes=0 if whole_file else None)
         if resp.status == 304 and cached is not None:
             self.stats["revalidated"] += 1
             body, meta = cached
@@ -198,44 +213,91 @@ class Transport:
             raise IndexError_(f"{redact(url)} answered HTTP {resp.status} to a range request")
         return resp
 
-    def _request(self, url: str, headers: Mapping[str, str]) -> Response:
+    def cancel(self) -> None:
+        """End every request in flight (their reads fail within a fraction of a second)
+        and refuse new ones: Ctrl-C and ``close`` must not wait for a slow index."""
+        self._cancel.set()
+
+    def _request(self, url: str, headers: Mapping[str, str], *,
+                 max_bytes: Optional[int] = None) -> Response:
+        from envlock.index import deadline as dl
+
+        check_url(url)
         session = self._get_session()
         host = urlsplit(url).hostname or ""
         auth = self._auth.get(host)
         verify: Any = session.verify
         if host in self.config.trusted_hosts:
             verify = False
+        limit = self.max_page_bytes if max_bytes is None else (max_bytes or None)
+        state = dl.RequestState(time.monotonic() + self.deadline, self._cancel)
         attempts = max(0, self.config.retries) + 1
         last_error = ""
-        for attempt in range(attempts):
-            if attempt:
-                self.stats["retries"] += 1
-                delay = self.backoff * (2 ** (attempt - 1)) * (1 + random.random() / 4)
-                time.sleep(min(delay, 8.0))
-            if self.on_request is not None:
-                self.on_request(url)
-            self.stats["requests"] += 1
-            try:
-                r = session.get(url, headers=dict(headers), timeout=self.config.timeout,
-                                auth=auth, verify=verify)
-            except Exception as exc:  # noqa: BLE001 - requests' exception tree is wide
-                import requests
+        previous = dl.current()
+        dl.bind(state)
+        try:
+            for attempt in range(attempts):
+                if attempt:
+                    self.stats["retries"] += 1
+                    delay = self.backoff * (2 ** (attempt - 1)) * (1 + random.random() / 4)
+                    delay = min(delay, 8.0, max(state.left(), 0.0))
+                    if self._cancel.wait(delay):
+                        raise KeyboardInterrupt
+                self._check_state(state, url)
+                if self.on_request is not None:
+                    self.on_request(url)
+                self.stats["requests"] += 1
+                try:
+                    r = session.get(url, headers=dict(headers), timeout=self.config.timeout,
+                                    auth=auth, verify=verify, stream=True)
+                    try:
+                        body = self._read_body(r, url, limit)
+                    finally:
+                        r.close()
+                    if r.status_code in RETRY_STATUSES:
+                        last_error = f"HTTP {r.status_code}"
+                        continue
+                except IndexError_:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - requests' exception tree is wide
+                    import requests
 
-                if isinstance(exc, (requests.Timeout, requests.ConnectionError)):
-                    last_error = _short_error(exc)
-                    continue
-                raise IndexError_(f"{redact(url)}: {_short_error(exc)}") from None
-            if r.status_code in RETRY_STATUSES:
-                last_error = f"HTTP {r.status_code}"
-                r.close()
-                continue
-            body = r.content
-            self.stats["bytes"] += len(body)
-            return Response(r.url, r.status_code, body, dict(r.headers))
+                    self._check_state(state, url)
+                    if isinstance(exc, (requests.Timeout, requests.ConnectionError,
+                                        requests.exceptions.ChunkedEncodingError)):
+                        last_error = _short_error(exc)
+                        continue
+                    raise IndexError_(f"{redact(url)}: {_short_error(exc)}") from None
+                self.stats["bytes"] += len(body)
+                return Response(r.url, r.status_code, body, dict(r.headers))
+        finally:
+            dl.bind(previous)
         raise IndexError_(f"cannot reach {redact(url)} ({last_error}, after {attempts} "
                           f"attempt{'s' if attempts > 1 else ''})",
                           hint="check the index URL and your network, or use --offline "
                                "with a filled cache")
+
+    def _check_state(self, state: Any, url: str) -> None:
+        if self._cancel.is_set():
+            raise KeyboardInterrupt
+        if state.expired or state.left() <= 0:
+            raise IndexError_(f"{redact(url)} did not answer within the {_secs(self.deadline)} "
+                              f"deadline (ENVLOCK_INDEX_DEADLINE)")
+
+    def _read_body(self, r: Any, url: str, limit: Optional[int]) -> bytes:
+        """The body, refused as soon as it passes ``limit`` bytes (decoded)."""
+        declared = r.headers.get("Content-Length")
+        if limit is not None and declared and declared.strip().isdigit() \
+                and int(declared) > limit:
+            raise _too_big(url, limit)
+        chunks = []
+        total = 0
+        for chunk in r.iter_content(64 * 1024):
+            total += len(chunk)
+            if limit is not None and total > limit:
+                raise _too_big(url, limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def _get_file(self, url: str) -> Response:
         path = _file_path(url)
@@ -252,10 +314,30 @@ class Transport:
 
 
 def _env_ttl() -> float:
+    return _env_number("ENVLOCK_INDEX_TTL", 600.0)
+
+
+def _env_number(name: str, default: float) -> float:
+    """A positive finite number from the environment; ``default`` when unset."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
     try:
-        return float(os.environ.get("ENVLOCK_INDEX_TTL", "600"))
+        value = float(raw)
     except ValueError:
-        return 600.0
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise InputError(f"{name}={raw!r} is not a positive number")
+    return value
+
+
+def _secs(value: float) -> str:
+    return f"{value:g} s"
+
+
+def _too_big(url: str, limit: int) -> IndexError_:
+    return IndexError_(f"{redact(url)} is larger than {limit} bytes; refusing it "
+                       f"(raise ENVLOCK_INDEX_MAX_PAGE_BYTES if the index is right)")
 
 
 def _file_path(url: str) -> str:

@@ -1,7 +1,10 @@
 """Distribution files and project pages of the simple repository API.
 
 Parses PEP 503 HTML (with the PEP 592/658/714 ``data-*`` attributes) and PEP 691 JSON
-into :class:`Dist` values. A page parses once and is cached in a compact JSON form, so
+into :class:`Dist` values. This is the boundary where index text becomes data, so it is
+checked here: a digest is exactly the right number of hex digits, a file name is a bare
+name (no path, no control characters) and a file of another project is dropped, links go
+to http(s) only, and anything else malformed raises :class:`MalformedPage`. A page parses once and is cached in a compact JSON form, so
 warm runs skip HTML entirely.
 """
 
@@ -26,9 +29,9 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["Dist", "ProjectPage", "parse_html", "parse_json", "page_from_cache", "page_to_cache"]
+__all__ = ["Dist", "ProjectPage", "MalformedPage", "parse_html", "parse_json", "page_from_cache",
+           "page_to_cache", "valid_digest"]
 
-_HASH_NAMES = ("sha256", "sha384", "sha512")
 
 
 @dataclass(frozen=True)
@@ -87,17 +90,59 @@ class ProjectPage:
     dists: Tuple[Dist, ...]
 
 
-def _hashes_from_fragment(url: str) -> Tuple[str, Dict[str, str]]:
+#: hex digits per algorithm: a digest of any other shape is not a digest
+_HEX_LEN = {"sha256": 64, "sha384": 96, "sha512": 128}
+_HEX = frozenset("0123456789abcdef")
+
+
+class MalformedPage(ValueError):
+    """A project page that a well-behaved index would never send."""
+
+
+def valid_digest(algo: str, value: object) -> bool:
+    """Whether ``value`` is a ``algo`` digest: exactly the right number of hex digits."""
+    return (isinstance(value, str) and len(value) == _HEX_LEN.get(algo, -1)
+            and set(value.lower()) <= _HEX)
+
+
+def _clean_hashes(raw: Mapping[str, object], where: str) -> Dict[str, str]:
+    """Known algorithms only, each a well-formed digest (lower case); anything else that
+    claims to be one of them is refused, since a lock and cache paths depend on it."""
+    out: Dict[str, str] = {}
+    for algo, value in raw.items():
+        if algo not in _HEX_LEN:
+            continue
+        if not valid_digest(algo, value):
+            raise MalformedPage(f"{where}: {algo} is not {_HEX_LEN[algo]} hex digits")
+        out[algo] = str(value).lower()
+    return out
+
+
+def _bad_filename(filename: str) -> Optional[str]:
+    """Why ``filename`` cannot be a file name on an index (None when it can)."""
+    if not filename:
+        return "an empty file name"
+    if "/" in filename or "\\" in filename:
+        return "a path, not a file name"
+    if filename in (".", "..") or filename.startswith(".."):
+        return "a relative path"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in filename):
+        return "control characters"
+    if len(filename) > 255:
+        return "a name over 255 characters"
+    return None
+
+
+def _hashes_from_fragment(url: str, where: str) -> Tuple[str, Dict[str, str]]:
     clean, frag = urldefrag(url)
     hashes: Dict[str, str] = {}
     if "=" in frag:
         algo, _, value = frag.partition("=")
-        if algo in _HASH_NAMES:
-            hashes[algo] = value
+        hashes = _clean_hashes({algo: value}, where)
     return clean, hashes
 
 
-def _metadata_attr(value: Optional[str]) -> Optional[Dict[str, str]]:
+def _metadata_attr(value: Optional[str], where: str) -> Optional[Dict[str, str]]:
     if value is None:
         return None
     value = value.strip()
@@ -106,7 +151,43 @@ def _metadata_attr(value: Optional[str]) -> Optional[Dict[str, str]]:
     if value.lower() == "false":
         return None
     algo, _, digest = value.partition("=")
-    return {algo: digest} if digest else {}
+    if not digest:
+        return {}
+    return _metadata_hashes({algo: digest}, where)
+
+
+def _metadata_hashes(raw: Mapping[str, object], where: str) -> Optional[Dict[str, str]]:
+    """PEP 658 hashes we can check. Only algorithms we do not know: treat the metadata
+    file as absent (read the wheel instead), since it could not be verified."""
+    known = _clean_hashes(raw, where + " metadata")
+    if raw and not known:
+        return None
+    return known
+
+
+def _join(base: str, href: str, where: str) -> str:
+    try:
+        return urljoin(base, href)
+    except ValueError as exc:
+        raise MalformedPage(f"{where}: unusable link {href[:80]!r} ({exc})") from None
+
+
+def _make_dist(filename: str, url: str, index: str, project: str, page_url: str,
+               **kw: Any) -> Optional[Dist]:
+    """A validated :class:`Dist`, or None for a file that is not ``project``'s wheel or
+    sdist (pip ignores those too). Raises :class:`MalformedPage` for hostile entries."""
+    why = _bad_filename(filename)
+    if why is not None:
+        raise MalformedPage(f"file name {filename[:80]!r} is {why}")
+    scheme = url.split(":", 1)[0].lower()
+    page_scheme = page_url.split(":", 1)[0].lower()
+    allowed = ("http", "https", "file") if page_scheme == "file" else ("http", "https")
+    if scheme not in allowed:
+        raise MalformedPage(f"{filename}: link to a {scheme}: URL")
+    d = Dist(filename=filename, url=url, index=index, **kw)
+    if d.parsed is None or d.parsed[0] != canonicalize_name(project):
+        return None
+    return d
 
 
 class _AnchorParser(HTMLParser):
@@ -133,60 +214,91 @@ class _AnchorParser(HTMLParser):
 
 
 def parse_html(text: str, page_url: str, index: str, project: str) -> ProjectPage:
-    """PEP 503 HTML page -> ProjectPage."""
+    """PEP 503 HTML page -> ProjectPage. Raises :class:`MalformedPage`."""
     parser = _AnchorParser()
     parser.feed(text)
-    base = urljoin(page_url, parser.base) if parser.base else page_url
+    parser.close()
+    base = _join(page_url, parser.base, page_url) if parser.base else page_url
     dists: List[Dist] = []
     for attrs, textparts in parser.anchors:
         href = attrs.get("href")
         if not href:
             continue
-        url, hashes = _hashes_from_fragment(urljoin(base, href))
+        url, hashes = _hashes_from_fragment(_join(base, href, page_url), page_url)
         filename = "".join(textparts).strip() or url.rsplit("/", 1)[-1]
         rp = attrs.get("data-requires-python")
         yanked = attrs.get("data-yanked")
         meta = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
-        dists.append(Dist(
-            filename=filename,
-            url=url,
-            index=index,
+        d = _make_dist(
+            filename, url, index, project, page_url,
             hashes=hashes,
             requires_python=html.unescape(rp) if rp else None,
             yanked=yanked if yanked is not None else None,
-            metadata=_metadata_attr(meta),
-        ))
+            metadata=_metadata_attr(meta, filename),
+        )
+        if d is not None:
+            dists.append(d)
     return ProjectPage(name=canonicalize_name(project), index=index, url=page_url,
                        dists=tuple(dists))
 
 
-def parse_json(data: Mapping[str, Any], page_url: str, index: str, project: str) -> ProjectPage:
-    """PEP 691 JSON page -> ProjectPage."""
+def _opt_str(f: Mapping[str, Any], key: str, where: str) -> Optional[str]:
+    value = f.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise MalformedPage(f"{where}: {key} is a {type(value).__name__}, not a string")
+
+
+def parse_json(data: Any, page_url: str, index: str, project: str) -> ProjectPage:
+    """PEP 691 JSON page -> ProjectPage. Raises :class:`MalformedPage`."""
+    if not isinstance(data, dict):
+        raise MalformedPage(f"the page is a JSON {type(data).__name__}, not an object")
+    files = data.get("files", [])
+    if not isinstance(files, list):
+        raise MalformedPage("'files' is not a list")
     dists: List[Dist] = []
-    for f in data.get("files", []):
-        url = urljoin(page_url, f["url"])
-        url, frag_hashes = _hashes_from_fragment(url)
-        hashes = {k: v for k, v in (f.get("hashes") or {}).items() if k in _HASH_NAMES}
-        hashes = hashes or frag_hashes
+    for i, f in enumerate(files):
+        where = f"files[{i}]"
+        if not isinstance(f, dict):
+            raise MalformedPage(f"{where} is not an object")
+        filename = f.get("filename")
+        href = f.get("url")
+        if not isinstance(filename, str) or not isinstance(href, str):
+            raise MalformedPage(f"{where}: filename and url must be strings")
+        where = filename[:80] if _bad_filename(filename) is None else where
+        url, frag_hashes = _hashes_from_fragment(_join(page_url, href, where), where)
+        raw_hashes = f.get("hashes") or {}
+        if not isinstance(raw_hashes, dict):
+            raise MalformedPage(f"{where}: hashes is a {type(raw_hashes).__name__}, "
+                                f"not an object")
+        hashes = _clean_hashes(raw_hashes, where) or frag_hashes
         yanked = f.get("yanked", False)
+        if not isinstance(yanked, (bool, str)):
+            raise MalformedPage(f"{where}: yanked is neither a boolean nor a string")
         meta = f.get("core-metadata", f.get("dist-info-metadata"))
         if meta is True:
             metadata: Optional[Dict[str, str]] = {}
         elif isinstance(meta, dict):
-            metadata = {k: v for k, v in meta.items() if k in _HASH_NAMES}
-        else:
+            metadata = _metadata_hashes(meta, where)
+        elif meta is None or meta is False:
             metadata = None
-        dists.append(Dist(
-            filename=f["filename"],
-            url=url,
-            index=index,
+        else:
+            raise MalformedPage(f"{where}: core-metadata is neither a boolean nor an object")
+        size = f.get("size")
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int)
+                                 or size < 0):
+            raise MalformedPage(f"{where}: size is not a non-negative integer")
+        d = _make_dist(
+            filename, url, index, project, page_url,
             hashes=hashes,
-            requires_python=f.get("requires-python") or None,
+            requires_python=_opt_str(f, "requires-python", where) or None,
             yanked=(yanked if isinstance(yanked, str) else "") if yanked else None,
             metadata=metadata,
-            size=f.get("size"),
-            upload_time=f.get("upload-time"),
-        ))
+            size=size,
+            upload_time=_opt_str(f, "upload-time", where),
+        )
+        if d is not None:
+            dists.append(d)
     return ProjectPage(name=canonicalize_name(project), index=index, url=page_url,
                        dists=tuple(dists))
 
@@ -205,11 +317,17 @@ def page_to_cache(page: ProjectPage) -> bytes:
 
 
 def page_from_cache(blob: bytes) -> ProjectPage:
+    """A page from :func:`page_to_cache`, checked like a page from the network (the cache
+    directory may be shared or planted). Raises ValueError, KeyError or TypeError."""
     data = json.loads(blob)
     index = data["index"]
-    dists = tuple(
-        Dist(filename=f, url=u, index=index, hashes={"sha256": h} if h else {},
-             requires_python=rp, yanked=y, metadata=m, size=s, upload_time=t)
-        for f, u, h, rp, y, m, s, t in data["files"]
-    )
-    return ProjectPage(name=data["name"], index=index, url=data["url"], dists=dists)
+    dists = []
+    for f, u, h, rp, y, m, s, t in data["files"]:
+        d = _make_dist(f, u, index, data["name"], data["url"],
+                       hashes=_clean_hashes({"sha256": h}, f) if h else {},
+                       requires_python=rp, yanked=y,
+                       metadata=None if m is None else _metadata_hashes(m, f),
+                       size=s, upload_time=t)
+        if d is not None:
+            dists.append(d)
+    return ProjectPage(name=data["name"], index=index, url=data["url"], dists=tuple(dists))

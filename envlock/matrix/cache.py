@@ -1,28 +1,49 @@
-"""A cross-process cache of the validated matrix.
+"""A cross-process cache of the validated matrix, in a format that cannot execute.
 
-Parsing ~300 KB of TOML with a pure-Python parser costs tens of milliseconds on every
-command. The cache keeps the *validated* :class:`Matrix` pickled under the user's cache
-directory, keyed by a hash of the data files' bytes and the envlock version, so a change
-to any file (or to envlock) invalidates it. It is an optimisation only: any failure to
-read or write it falls back to a normal load.
+Parsing ~300 KB of TOML with a pure-Python parser and validating it costs a few hundred
+milliseconds on a loaded machine, on every command. The cache keeps the *validated*
+matrix under the user's cache directory as JSON, keyed by a hash of the data files' bytes
+and the envlock version, so a change to any file (or to envlock) invalidates it.
+
+It used to be a pickle, and a pickle planted in a shared cache directory (CI caches,
+shared home directories) runs arbitrary code when loaded. JSON only ever yields plain
+data; the objects are rebuilt from it by :func:`_decode`, which constructs nothing but
+the frozen dataclasses of :mod:`envlock.matrix.model` (an allowlist by class name) from
+plain values. Old ``matrix-*.pickle`` files are never opened, only deleted.
+
+It is an optimisation only: any failure to read, decode or write it (a planted file,
+garbage, a newer format) falls back to a normal load.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
-import pickle
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from envlock import __version__
+from envlock.matrix import model
 from envlock.matrix.files import data_files
 from envlock.matrix.matrix import Matrix
 
-__all__ = ["cache_dir", "load_cached", "digest"]
+__all__ = ["cache_dir", "load_cached", "digest", "encode_matrix", "decode_matrix"]
 
-_FORMAT = 2  # 2: Matrix.companions
+_FORMAT = 3  # 2: Matrix.companions; 3: JSON, not pickle
+#: the constructor arguments of :class:`Matrix`, which are what the cache holds
+_FIELDS = ("version", "sources", "archs", "gpus", "cuda_majors", "cuda_lines",
+           "cuda_releases", "drivers", "nccl", "cudnn", "torch_releases", "variants",
+           "advisories", "companions")
+#: the only classes the decoder will build: the matrix model's dataclasses, by name
+_CLASSES: Dict[str, Any] = {
+    name: obj for name, obj in vars(model).items()
+    if isinstance(obj, type) and dataclasses.is_dataclass(obj)
+    and obj.__module__ == model.__name__}
+#: a cache file larger than this is not ours
+_MAX_BYTES = 32 * 1024 * 1024
 
 
 def cache_dir() -> Optional[Path]:
@@ -46,21 +67,74 @@ def digest(files: dict) -> str:
     return h.hexdigest()[:24]
 
 
+def _encode(o: Any) -> Any:
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        # positional, in field order: a third of the size of named fields
+        return {"$c": type(o).__name__,
+                "a": [_encode(getattr(o, f.name)) for f in dataclasses.fields(o)]}
+    if isinstance(o, tuple):
+        return {"$t": [_encode(x) for x in o]}
+    if isinstance(o, list):
+        return [_encode(x) for x in o]
+    if isinstance(o, dict):
+        return {"$d": [[_encode(k), _encode(v)] for k, v in o.items()]}
+    if o is None or isinstance(o, (str, int, float, bool)):
+        return o
+    raise TypeError(f"cannot cache a {type(o).__name__}")
+
+
+def _hook(d: Dict[str, Any]) -> Any:
+    """json object hook: rebuild tuples, dicts with any keys and allowlisted dataclasses."""
+    if "$t" in d:
+        return tuple(d["$t"])
+    if "$d" in d:
+        return {(tuple(k) if isinstance(k, list) else k): v for k, v in d["$d"]}
+    if "$c" in d:
+        cls = _CLASSES.get(d["$c"])
+        args = d.get("a")
+        if cls is None or not isinstance(args, list):
+            raise ValueError(f"not a matrix class: {d['$c']!r}")
+        return cls(*args)
+    return d
+
+
+def encode_matrix(matrix: Matrix) -> bytes:
+    """The cache file's bytes for ``matrix`` (plain JSON)."""
+    return json.dumps({"format": _FORMAT, **{k: _encode(getattr(matrix, k)) for k in _FIELDS}},
+                      separators=(",", ":")).encode("utf-8")
+
+
+def decode_matrix(data: bytes) -> Matrix:
+    """A :class:`Matrix` from :func:`encode_matrix` bytes; ValueError/TypeError when the
+    bytes are anything else."""
+    obj = json.loads(data, object_hook=_hook)
+    if not isinstance(obj, dict) or obj.get("format") != _FORMAT:
+        raise ValueError("not a matrix cache of this format")
+    return Matrix(**{k: obj[k] for k in _FIELDS})
+
+
+def _read_cache(path: Path) -> Optional[Matrix]:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_BYTES + 1)
+        if len(data) > _MAX_BYTES:
+            return None
+        return decode_matrix(data)
+    except Exception:  # noqa: BLE001 - any cache trouble means "load normally"
+        return None
+
+
 def load_cached() -> Matrix:
     from envlock.errors import MatrixError
 
     files = data_files()
     key = digest(files)
     base = cache_dir()
-    path = base / f"matrix-{key}.pickle" if base else None
+    path = base / f"matrix-{key}.json" if base else None
     if path is not None:
-        try:
-            with open(path, "rb") as fh:
-                obj = pickle.load(fh)
-            if isinstance(obj, Matrix):
-                return obj
-        except Exception:  # noqa: BLE001 - any cache trouble means "load normally"
-            pass
+        cached = _read_cache(path)
+        if cached is not None:
+            return cached
     from envlock.matrix.load import build_matrix, read_raw
     from envlock.matrix.rows import Problems
 
@@ -75,13 +149,26 @@ def load_cached() -> Matrix:
 
 def _store(path: Path, matrix: Matrix) -> None:
     try:
+        data = encode_matrix(matrix)
+    except (TypeError, ValueError):
+        return
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".matrix-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(matrix, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-        for old in path.parent.glob("matrix-*.pickle"):
-            if old != path:
-                old.unlink(missing_ok=True)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        # stale caches, and pickles of older envlocks: deleted, never opened
+        for pattern in ("matrix-*.json", "matrix-*.pickle"):
+            for old in path.parent.glob(pattern):
+                if old != path:
+                    old.unlink(missing_ok=True)
     except OSError:
         pass

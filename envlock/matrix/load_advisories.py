@@ -3,7 +3,6 @@ they name must exist, and resolver overrides must pin exact versions."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -13,6 +12,7 @@ from envlock.matrix.load_common import (
     _ID_RE, CATEGORIES, RESOLVE_ACTIONS, SEVERITIES, SIGNALS, STATUSES, Ctx, top_rows,
 )
 from envlock.matrix.model import Advisory, Gpu, Provenance
+from envlock.matrix.patterns import pattern_problem
 
 __all__ = ["advisories"]
 
@@ -24,10 +24,9 @@ def advisories(raw: Mapping[str, Dict[str, Any]], ctx: Ctx,
         aid = row.text("id", check=_ID_RE.match, what="a kebab-case id")  # type: ignore[arg-type]
         symptoms = row.str_list("symptoms") or ()
         for j, pat in enumerate(symptoms):
-            try:
-                re.compile(pat, re.IGNORECASE)
-            except re.error as exc:
-                row.problem(f"symptoms[{j}]", f"bad regular expression: {exc}")
+            why = pattern_problem(pat)  # also refuses nested quantifiers (backtracking)
+            if why:
+                row.problem(f"symptoms[{j}]", why)
         signals = row.str_list("signals") or ()
         for j, s in enumerate(signals):
             if s not in SIGNALS:

@@ -12,6 +12,7 @@ import re
 import socket
 from typing import Mapping, Optional
 
+from envlock._redact import REDACTED, looks_secret, mask_userinfo, secret_name, strip_userinfo
 from envlock.snapshot import Host
 
 __all__ = [
@@ -25,12 +26,15 @@ __all__ = [
     "relevant_env",
 ]
 
-ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "CUBLAS_", "CUDNN_", "NVIDIA_",
-                "TRITON_", "NV_")
+#: the families of variables that change how CUDA, NCCL, cuDNN, cuBLAS, Triton and torch
+#: behave; anything else in the environment is never recorded (an allowlist, not a filter).
+ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "CUBLAS_", "CUBLASLT_", "CUDNN_",
+                "TRITON_")
+#: single variables that matter (container runtime switches, loader paths, launchers)
 ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "UV_CUDA_DRIVER_VERSION", "CONDA_OVERRIDE_CUDA",
-             "OMP_NUM_THREADS", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|AUTH|API_?KEY|PRIVATE)", re.I)
-_URL_CREDS = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
+             "OMP_NUM_THREADS", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NVIDIA_VISIBLE_DEVICES",
+             "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE",
+             "NVIDIA_TF32_OVERRIDE", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES")
 
 
 def _read(path: str) -> Optional[str]:
@@ -136,14 +140,19 @@ def shm_bytes(path: str = "/dev/shm") -> Optional[int]:
 
 
 def relevant_env(env: Mapping[str, str]) -> dict:
-    """The variables that matter for CUDA/NCCL/torch, with anything secret-looking dropped."""
+    """The variables that matter for CUDA/NCCL/torch (an allowlist).
+
+    A variable whose name says it carries a credential (``NCCL_COLLNET_CREDS``,
+    ``TORCH_HUB_PASS``) is dropped; a value that looks like a secret or holds a URL
+    credential is recorded as ``<redacted>`` (URL credentials: only the ``user:pass`` part),
+    whatever its name, so a snapshot can be shared.
+    """
     out = {}
     for k, v in env.items():
-        if not (k.startswith(ENV_PREFIXES) or k in ENV_NAMES):
+        if not (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) or secret_name(k):
             continue
-        if _SECRET.search(k) or _URL_CREDS.search(v):
-            continue
-        out[k] = v
+        clean = REDACTED if looks_secret(strip_userinfo(v)) else mask_userinfo(v)
+        out[k] = clean
     return dict(sorted(out.items()))
 
 

@@ -33,7 +33,8 @@ __all__ = [
 
 #: Packages that must come from the chosen build's index and nowhere else.
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
-_PY_RE = re.compile(r"^3\.\d{1,2}t?$")
+_PY_RE = re.compile(r"^3\.[0-9]{1,2}t?\Z")  # \Z: "3.11\n" is not a version
+_GLIBC_RE = re.compile(r"^2\.[0-9]{1,3}(\.[0-9]{1,5})?\Z")  # 2.28, 2.39.9000
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,12 @@ class ResolveRequest:
     together: bool = False
 
     def inputs(self, matrix_version: str) -> Dict[str, Any]:
-        """Everything that determines the lock, for the inputs hash and ``--check``."""
+        """Everything that determines the lock, for the inputs hash and ``--check``.
+
+        URL credentials are stripped (``--pytorch-index-url``, ``--env`` values): the
+        inputs are written into the lock, and a lock is shared."""
+        from envlock._redact import strip_userinfo
+
         return {
             "targets": [t.key() for t in self.targets],
             "together": self.together,
@@ -88,8 +94,8 @@ class ResolveRequest:
             "requirement-files": dict(sorted(self.requirement_files.items())),
             "offline": self.offline,
             "indexes": list(self.indexes),
-            "pytorch-index": self.pytorch_index,
-            "env": dict(sorted(self.env.items())),
+            "pytorch-index": strip_userinfo(self.pytorch_index),
+            "env": {k: strip_userinfo(v) for k, v in sorted(self.env.items())},
             "matrix-version": matrix_version,
         }
 
@@ -112,6 +118,12 @@ def _check_python(python: str) -> str:
     return python
 
 
+def _check_glibc(glibc: str) -> str:
+    if not _GLIBC_RE.match(glibc):
+        raise UsageError(f"--glibc {glibc!r}: give a glibc version like 2.28")
+    return glibc
+
+
 def _check_platform(platform: str) -> str:
     if platform not in PLATFORM_INFO or platform.startswith("macos"):
         raise UsageError(f"--platform {platform!r}: use linux_x86_64, linux_aarch64 or "
@@ -132,6 +144,7 @@ def gpu_targets(matrix: Matrix, gpus: Sequence[str], *, cpu: bool, together: boo
     """``--gpu`` values (and ``--cpu``) -> targets; one per GPU unless ``together``."""
     _check_python(python)
     _check_platform(platform)
+    _check_glibc(glibc)
     _check_driver(driver)
     from envlock.resolve.family import family_members
 
@@ -200,7 +213,7 @@ def snapshot_target(matrix: Matrix, snapshot: Snapshot, origin: str,
     driver = snapshot.driver.version if snapshot.driver and snapshot.driver.version else None
     name = "+".join(g.id for g in gpus) if gpus else "cpu"
     return TargetSpec(name=name, gpus=tuple(gpus), python=_check_python(py),
-                      platform=_check_platform(plat), glibc=gl, driver=driver,
+                      platform=_check_platform(plat), glibc=_check_glibc(gl), driver=driver,
                       cpu=not gpus, origin=f"snapshot {origin}")
 
 
@@ -211,7 +224,8 @@ def parse_requirements(lines: Sequence[Tuple[str, str]]) -> List[Requirement]:
         try:
             req = Requirement(text)
         except InvalidRequirement as exc:
-            raise InputError(f"{origin}: invalid requirement {text!r}: {exc}") from None
+            first = str(exc).splitlines()[0] if str(exc) else "not a requirement"
+            raise InputError(f"{origin}: invalid requirement {text!r}: {first}") from None
         if req.url:
             raise InputError(f"{origin}: direct URL requirements ({text!r}) cannot be locked "
                              f"by envlock; publish the package to an index")
@@ -219,9 +233,17 @@ def parse_requirements(lines: Sequence[Tuple[str, str]]) -> List[Requirement]:
     return out
 
 
-def read_requirement_file(path: str, seen: Optional[set] = None) -> Tuple[
+#: how deep ``-r`` files may nest (pip has no limit, but thousands of levels are an attack
+#: or a generator bug, not a project layout)
+MAX_REQUIREMENT_DEPTH = 32
+
+
+def read_requirement_file(path: str, seen: Optional[set] = None, depth: int = 0) -> Tuple[
         List[Tuple[str, str]], Dict[str, str]]:
     """Lines of a requirements file (``-r`` nests), and the sha256 of each file read.
+
+    A file already read is skipped (cycles end); nesting deeper than
+    :data:`MAX_REQUIREMENT_DEPTH` is an input error.
 
     Options other than ``-r``/``-c`` (``--index-url`` and friends) are rejected with the
     line: indexes are envlock options, so a lock cannot silently depend on them.
@@ -230,6 +252,9 @@ def read_requirement_file(path: str, seen: Optional[set] = None) -> Tuple[
     from envlock._files import read_user_text
 
     p = Path(path)
+    if depth > MAX_REQUIREMENT_DEPTH:
+        raise InputError(f"requirements file {p}: '-r' files nest more than "
+                         f"{MAX_REQUIREMENT_DEPTH} deep")
     text = read_user_text(p, "requirements file")
     digests = {str(p): "sha256:" + hashlib.sha256(text.encode()).hexdigest()}
     out: List[Tuple[str, str]] = []
@@ -245,7 +270,7 @@ def read_requirement_file(path: str, seen: Optional[set] = None) -> Tuple[
         if line.startswith(("-r ", "--requirement ")):
             nested = line.split(None, 1)[1].strip()
             nested_path = str((p.parent / nested)) if not Path(nested).is_absolute() else nested
-            more, d = read_requirement_file(nested_path, seen)
+            more, d = read_requirement_file(nested_path, seen, depth + 1)
             out.extend(more)
             digests.update(d)
             continue

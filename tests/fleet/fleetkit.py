@@ -8,8 +8,9 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOCK = str(DATA / "locks" / "h100-pypi.lock")
@@ -84,3 +85,42 @@ def rank_codes(directory: Path) -> Dict[int, int]:
     """Exit codes the harness recorded, by rank."""
     return {int(p.name.split("-")[1]): int(p.read_text())
             for p in directory.glob("rank-*") if p.is_file()}
+
+
+def wait_for(what: str, ready: Callable[[], object], timeout: float = 120) -> object:
+    """Poll ``ready()`` until it returns something truthy: tests wait on events, with a
+    generous deadline (a loaded 2-core machine starts torch slowly)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = ready()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what} after {timeout:g} s")
+        time.sleep(0.05)
+
+
+def pids(codes: Path, rank: int) -> Optional[Tuple[int, int]]:
+    """(envlock's pid, the harness's pid) of a rank, once the harness has started it."""
+    path = codes / f"pid-{rank}"
+    if not path.is_file():
+        return None
+    child, harness = path.read_text().split()
+    return int(child), int(harness)
+
+
+def process_env(pid: int) -> Dict[str, str]:
+    """A running process's environment (Linux)."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0")
+                if "=" in item)
+
+
+def store_has(addr: str, port: int, key: str) -> Callable[[], bool]:
+    """A check that ``key`` is in the c10d store at ``addr:port`` (a real client)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    client = dist.TCPStore(addr, port, None, False, timedelta(seconds=60))
+    return lambda: bool(client.check([key]))

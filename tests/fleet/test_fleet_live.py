@@ -8,7 +8,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -93,19 +92,19 @@ def test_rank_that_exits_early_is_named_within_the_timeout(tmp_path: Path) -> No
     write_snapshots(tmp_path, ["match"] * 3)
     codes = tmp_path / "codes"
     codes.mkdir()
-    start = time.monotonic()
     p = run(torchrun(3, "--per-rank", "--snapshot", "rank-{RANK}.json", "--report",
-                     "fleet.json", "--timeout", "5", script=HARNESS), cwd=tmp_path,
+                     "fleet.json", "--timeout", "20", script=HARNESS), cwd=tmp_path,
             env={"FLEET_TEST_CODES": str(codes), "FLEET_TEST_DIE_RANKS": "2"})
-    elapsed = time.monotonic() - start
     assert rank_codes(codes) == {0: 1, 1: 1}, _show(p)
-    assert elapsed < 5 + 20, elapsed  # the timeout, plus process start-up on 2 cores
     report = _report(tmp_path / "fleet.json")
     assert report["missing"] == [{"rank": 2, "node": 2, "host": HOST, "what": "did not arrive"}]
     missing = next(f for f in report["findings"] if f["id"] == "fleet-missing-rank")
-    assert missing["title"] == f"1 rank did not answer within 5 s: rank 2 ({HOST})"
+    assert missing["title"] == f"1 rank did not answer within 20 s: rank 2 ({HOST})"
     assert [g["ranks"] for g in report["groups"]] == [[0, 1]]
-    assert "did not answer within 5 s: rank 2" in p.stderr  # rank 1's one line
+    assert "did not answer within 20 s: rank 2" in p.stderr  # rank 1's one line
+    # rank 0 waited its --timeout (from when it had the store) and not much longer
+    timing = report["protocol"]["timing_s"]
+    assert timing["verdict"] >= 20 and timing["gather"] < 20 + 15, timing
 
 
 def test_two_launches_probe_once_per_node(tmp_path: Path) -> None:
@@ -183,11 +182,13 @@ def test_srun_tasks_name_the_drifted_host(tmp_path: Path) -> None:
 
 def test_srun_task_that_never_starts_is_named_from_the_hostlist(tmp_path: Path) -> None:
     """Task 2 never starts: nobody on its node arrived, so its host comes from Slurm's node
-    list; the two live tasks exit 1 after the timeout."""
+    list; the two live tasks exit 1 after the timeout. Task 1 is present but may be slow
+    to start on a loaded machine: rank 0 counts --timeout from when its store is up and
+    the timeout is generous, so only task 2 is named (it once named task 1 as well)."""
     write_snapshots(tmp_path, ["match"] * 3, pattern="{}.json",
                     names=["localhost", "127.0.0.1", "127.0.0.2"])
     done = _srun_like(tmp_path, [0, 1], "--snapshot", "{SLURMD_NODENAME}.json", "--report",
-                      "fleet.json", timeout="4")
+                      "fleet.json", timeout="20")
     assert {i: p.returncode for i, p in done.items()} == {0: 1, 1: 1}, done
     report = _report(tmp_path / "fleet.json")
     assert report["missing"] == [{"rank": 2, "node": 2, "host": "127.0.0.2",

@@ -177,7 +177,8 @@ def test_secrets_never_enter_the_snapshot() -> None:
     env = {"NCCL_DEBUG": "INFO", "CUDA_VISIBLE_DEVICES": "0,1", "HF_TOKEN": "hf_x",
            "NCCL_IB_PASSWORD": "x", "TORCH_HOME": "/data", "PIP_INDEX_URL": "https://a:b@c/",
            "NVIDIA_API_KEY": "k", "CUDA_MIRROR": "https://u:p@mirror/"}
-    assert relevant_env(env) == {"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO",
+    assert relevant_env(env) == {"CUDA_MIRROR": "https://<redacted>@mirror/",
+                                 "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO",
                                  "TORCH_HOME": "/data"}
 
 

@@ -1,5 +1,7 @@
 """A real package index on 127.0.0.1 for tests: PEP 503 HTML, PEP 691 JSON, PEP 658
-metadata files, HTTP range requests, and injected faults (5xx answers, stalls).
+metadata files, HTTP range requests, and injected faults: 5xx answers, stalls, bodies that
+drip a byte at a time, truncated bodies, redirect loops, endless bodies, exact raw answers
+(hostile pages: traversal names, bad hashes), and files that claim another file's hash.
 
 Wheels are real zip files with real METADATA, built by :func:`make_wheel`, so pip and uv
 can install from the server too.
@@ -87,6 +89,8 @@ class Index:
     json_api: bool = True
     yanked: Dict[str, str] = field(default_factory=dict)  # filename -> reason
     requires_python: Dict[str, str] = field(default_factory=dict)  # filename -> spec
+    #: filename -> the sha256 the pages advertise instead of the real one (a lying index)
+    claims: Dict[str, str] = field(default_factory=dict)
 
     def add(self, path: Path, *, yanked: Optional[str] = None) -> Path:
         project = canonical(path.name.split("-")[0])
@@ -109,6 +113,16 @@ class Index:
         return None
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up (a cancelled or interrupted read) are part of the tests."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 class IndexServer:
     """A threaded HTTP server with any number of indexes and fault injection."""
 
@@ -121,7 +135,21 @@ class IndexServer:
         #: path substring -> seconds to stall before answering
         self.stall: Dict[str, float] = {}
         self.ranges = True
-        self._lock = threading.Lock()
+        #: exact path -> (status, body, content type[, extra headers]) answered verbatim
+        self.raw: Dict[str, tuple] = {}
+        #: path substring -> seconds between body bytes (headers go out at once)
+        self.drip: Dict[str, float] = {}
+        #: set when a dripping answer has sent its headers (tests wait on it)
+        self.drip_started = threading.Event()
+        #: path substring -> body bytes sent before the connection is cut (short of the
+        #: announced Content-Length)
+        self.truncate: Dict[str, int] = {}
+        #: path substrings answered with a redirect to themselves
+        self.redirect_loop: List[str] = []
+        #: path substring -> bytes of filler sent without a Content-Length (a huge page)
+        self.endless: Dict[str, int] = {}
+        self._stop = threading.Event()
+        self._lock = threading.RLock()
         self._httpd: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
 
@@ -164,13 +192,14 @@ class IndexServer:
             def do_HEAD(self) -> None:  # noqa: N802
                 server._handle(self, head=True)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -186,8 +215,24 @@ class IndexServer:
                     self._send(h, self.fail_status, b"injected failure", "text/plain", head)
                     return
             stall = next((s for sub, s in self.stall.items() if sub in path), 0.0)
+            raw = self.raw.get(path)
+            loop = any(sub in path for sub in self.redirect_loop)
+            endless = next((n for sub, n in self.endless.items() if sub in path), None)
         if stall:
             time.sleep(stall)
+        if loop:
+            h.send_response(302)
+            h.send_header("Location", h.path)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        if endless is not None:
+            self._send_endless(h, endless)
+            return
+        if raw is not None:
+            status, body, ctype, *extra = raw
+            self._send(h, status, body, ctype, head, headers=extra[0] if extra else None)
+            return
         parts = [p for p in path.split("/") if p]
         if len(parts) == 3 and parts[0] == "files" and parts[1] in self.indexes:
             self._serve_file(h, self.indexes[parts[1]], parts[2], head)
@@ -248,7 +293,8 @@ class IndexServer:
         for p in sorted(files, key=lambda p: p.name):
             data = p.read_bytes()
             d = {"filename": p.name, "url": f"/files/{idx.name}/{p.name}",
-                 "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+                 "sha256": idx.claims.get(p.name, hashlib.sha256(data).hexdigest()),
+                 "size": len(data)}
             if idx.pep658:
                 with zipfile.ZipFile(p) as zf:
                     m = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
@@ -288,14 +334,56 @@ class IndexServer:
                            "files": out}).encode()
 
     def _send(self, h: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str,
-              head: bool) -> None:
+              head: bool, headers: Optional[Dict[str, str]] = None) -> None:
+        path = unquote(h.path.split("?", 1)[0])
+        with self._lock:
+            drip = next((s for sub, s in self.drip.items() if sub in path), None)
+            cut = next((n for sub, n in self.truncate.items() if sub in path), None)
         h.send_response(status)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(body)))
         h.send_header("Accept-Ranges", "bytes" if self.ranges else "none")
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        if cut is not None:
+            h.send_header("Connection", "close")
         h.end_headers()
-        if not head:
-            h.wfile.write(body)
+        if head:
+            return
+        try:
+            if drip is not None:
+                h.wfile.flush()
+                self.drip_started.set()
+                for i in range(len(body)):
+                    if self._stop.wait(drip):
+                        break
+                    h.wfile.write(body[i:i + 1])
+                    h.wfile.flush()
+                h.close_connection = True
+            elif cut is not None:
+                h.wfile.write(body[:cut])
+                h.wfile.flush()
+                h.close_connection = True
+            else:
+                h.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            h.close_connection = True
+
+    def _send_endless(self, h: BaseHTTPRequestHandler, size: int) -> None:
+        """``size`` bytes of HTML filler with no Content-Length: only a cap stops it."""
+        h.send_response(200)
+        h.send_header("Content-Type", "text/html")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        chunk = b"<!-- filler -->" * 4096
+        sent = 0
+        try:
+            while sent < size and not self._stop.is_set():
+                h.wfile.write(chunk)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        h.close_connection = True
 
     def _send_range(self, h: BaseHTTPRequestHandler, data: bytes, rng: str,
                     head: bool) -> None:

@@ -1,0 +1,69 @@
+"""Control characters in text that ends up in a rendered file or a one-line message.
+
+A newline in a lock's ``command`` would otherwise start a new, active line in an exported
+requirements file or Dockerfile; an escape sequence would rewrite a terminal. Everything
+envlock renders from data passes through :func:`escape_controls`; everything it reads
+from a lock is checked with :func:`first_control`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable, Optional
+
+__all__ = ["CONTROL", "escape_controls", "first_control", "map_strings", "clean_for_output"]
+
+#: C0 and C1 control characters, DEL, and the Unicode line and paragraph separators
+#: (which some editors and YAML parsers treat as line breaks)
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    r"""``text`` with every control character written as a visible escape.
+
+    >>> escape_controls("a\nb\x1b")
+    'a\\nb\\x1b'
+    """
+    if not CONTROL.search(text):
+        return text
+    return CONTROL.sub(_escape, text)
+
+
+def _escape(m: "re.Match[str]") -> str:
+    c = m.group(0)
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}" if ord(c) < 256
+                                                      else f"\\u{ord(c):04x}")
+
+
+def first_control(text: str) -> Optional[str]:
+    """The first control character in ``text`` (as an escape), or None."""
+    m = CONTROL.search(text)
+    return None if m is None else _escape(m)
+
+
+def map_strings(obj: Any, fn: Callable[[str], str]) -> Any:
+    """``obj`` (frozen dataclasses, tuples, lists, dicts, strings) with ``fn`` applied to
+    every string in it, keys included; other values are kept. New fields of a dataclass
+    are covered without naming them."""
+    if isinstance(obj, str):
+        return fn(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {f.name: map_strings(getattr(obj, f.name), fn)
+                   for f in dataclasses.fields(obj) if f.init}
+        return dataclasses.replace(obj, **changes)
+    if isinstance(obj, tuple):
+        return tuple(map_strings(x, fn) for x in obj)
+    if isinstance(obj, list):
+        return [map_strings(x, fn) for x in obj]
+    if isinstance(obj, dict):
+        return {map_strings(k, fn): map_strings(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def clean_for_output(obj: Any) -> Any:
+    """``obj`` with URL credentials stripped and control characters escaped in every
+    string: what exporters and the lock writer render from."""
+    from envlock._redact import strip_userinfo
+
+    return map_strings(obj, lambda s: escape_controls(strip_userinfo(s)))

@@ -1,0 +1,141 @@
+"""A total deadline and a cancel switch for every socket read the index client makes.
+
+A read timeout alone does not bound a request: an index that sends one byte a second never
+trips it. ``requests`` has no total deadline, so the connections it opens get a socket
+wrapper whose reads check the deadline of the request running on this thread, and wait in
+short slices so that :meth:`RequestState.cancel` (Ctrl-C, ``IndexClient.close``) ends a
+blocked read within a fraction of a second instead of when the server gives up.
+
+Imported only when the network is used (it imports urllib3).
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import time
+from typing import Any, Optional
+
+from urllib3 import connection as _conn
+from urllib3 import connectionpool as _pool
+
+__all__ = ["RequestState", "DeadlineExceeded", "Cancelled", "bind", "current", "POOL_CLASSES"]
+
+#: longest single wait inside a read, so a cancel is noticed quickly
+_SLICE = 0.2
+
+_local = threading.local()
+
+
+class DeadlineExceeded(socket.timeout):
+    """The request ran past its total deadline (a subclass of the timeout urllib3 expects,
+    so it unwinds through requests like any read timeout)."""
+
+
+class Cancelled(socket.timeout):
+    """The request was cancelled from another thread."""
+
+
+class RequestState:
+    """The deadline of the request running on one thread, and the client's cancel switch."""
+
+    def __init__(self, deadline: float, cancel: threading.Event) -> None:
+        self.deadline = deadline
+        self.cancel = cancel
+        self.expired = False
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def bind(state: Optional[RequestState]) -> None:
+    """Make ``state`` govern socket reads on the calling thread (None: no deadline)."""
+    _local.state = state
+
+
+def current() -> Optional[RequestState]:
+    return getattr(_local, "state", None)
+
+
+class _DeadlineSocket:
+    """A socket whose reads honour the calling thread's :class:`RequestState`."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self._timeout: Optional[float] = sock.gettimeout()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def settimeout(self, value: Optional[float]) -> None:
+        self._timeout = value
+        self._sock.settimeout(value)
+
+    def gettimeout(self) -> Optional[float]:
+        return self._timeout
+
+    def makefile(self, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if mode == "rb":
+            raw = socket.SocketIO(self, "rb")  # type: ignore[arg-type]
+            self._sock._io_refs += 1
+            return io.BufferedReader(raw, io.DEFAULT_BUFFER_SIZE)
+        return self._sock.makefile(mode, *args, **kwargs)
+
+    def _wait(self, op: Any, *args: Any) -> Any:
+        state = current()
+        if state is None:
+            return op(*args)
+        patience = self._timeout
+        waited = 0.0
+        try:
+            while True:
+                if state.cancel.is_set():
+                    raise Cancelled("cancelled")
+                left = state.left()
+                if left <= 0:
+                    state.expired = True
+                    raise DeadlineExceeded("total deadline passed")
+                step = min(_SLICE, left)
+                if patience is not None:
+                    step = min(step, max(patience - waited, 0.0))
+                    if step <= 0:
+                        raise socket.timeout("timed out")
+                self._sock.settimeout(step)
+                try:
+                    return op(*args)
+                except socket.timeout:
+                    waited += step
+        finally:
+            self._sock.settimeout(self._timeout)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        return int(self._wait(self._sock.recv_into, buffer, nbytes, flags))
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        return bytes(self._wait(self._sock.recv, bufsize, flags))
+
+
+# The classes keep urllib3's names: they appear in error messages users see.
+class HTTPConnection(_conn.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment]
+
+
+class HTTPSConnection(_conn.HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment]
+
+
+class HTTPConnectionPool(_pool.HTTPConnectionPool):
+    ConnectionCls = HTTPConnection
+
+
+class HTTPSConnectionPool(_pool.HTTPSConnectionPool):
+    ConnectionCls = HTTPSConnection
+
+
+#: for ``PoolManager.pool_classes_by_scheme``
+POOL_CLASSES = {"http": HTTPConnectionPool, "https": HTTPSConnectionPool}

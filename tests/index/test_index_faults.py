@@ -1,0 +1,159 @@
+"""A broken index: 5xx answers, truncated bodies, redirect loops, a body that drips a byte
+a second, pages far too large, and URLs that cannot be requested. Each ends in one
+:class:`IndexError_` (exit 4) or :class:`InputError` (exit 2) naming the URL, in bounded
+time; nothing is cached from a failed answer."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from envlock.errors import IndexError_, InputError
+from envlock.index import IndexClient, IndexConfig
+from envlock.index.config import check_url, redact
+from support.cli import run_cli
+from support.index_server import IndexServer, make_wheel
+
+PAGE = "/pypi/simple/demo/"
+WHEEL = "demo-1.0-py3-none-any.whl"
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    with IndexServer() as srv:
+        idx = srv.add_index("pypi")
+        idx.add(make_wheel(tmp_path / "w", "demo", "1.0", requires=["dep"]))
+        yield srv
+
+
+def _client(srv: IndexServer, tmp_path: Path, retries: int = 1) -> IndexClient:
+    c = IndexClient(IndexConfig(index_url=srv.url("pypi"), retries=retries, timeout=10),
+                    cache_dir=tmp_path / "cache")
+    c.transport.backoff = 0.01
+    return c
+
+
+def test_an_index_that_always_answers_500(server: IndexServer, tmp_path: Path) -> None:
+    server.fail_status = 500
+    server.fail[PAGE] = 1000
+    with _client(server, tmp_path, retries=2) as c:
+        with pytest.raises(IndexError_, match=r"cannot reach http://127\.0\.0\.1:\d+/pypi/"
+                                              r"simple/demo/ \(HTTP 500, after 3 attempts\)"):
+            c.page(server.url("pypi"), "demo")
+    assert len(server.requests(PAGE)) == 3
+
+
+def test_a_truncated_page_is_retried_then_refused(server: IndexServer, tmp_path: Path) -> None:
+    server.truncate[PAGE] = 20
+    with _client(server, tmp_path, retries=1) as c:
+        with pytest.raises(IndexError_, match=r"cannot reach .*/demo/ \(.*after 2 attempts\)"):
+            c.page(server.url("pypi"), "demo")
+    assert len(server.requests(PAGE)) == 2
+    assert not list((tmp_path / "cache").rglob("*.body"))
+
+
+def test_a_truncated_page_that_recovers_is_used(server: IndexServer, tmp_path: Path) -> None:
+    server.truncate[PAGE] = 20
+    with _client(server, tmp_path, retries=1) as c:
+        with pytest.raises(IndexError_):
+            c.page(server.url("pypi"), "demo")
+    del server.truncate[PAGE]
+    with _client(server, tmp_path, retries=0) as c:
+        assert [d.filename for d in c.page(server.url("pypi"), "demo").dists] == [WHEEL]
+
+
+def test_a_redirect_loop_is_an_index_error(server: IndexServer, tmp_path: Path) -> None:
+    server.redirect_loop.append(PAGE)
+    with _client(server, tmp_path) as c:
+        with pytest.raises(IndexError_, match=r"/demo/: Exceeded \d+ redirects"):
+            c.page(server.url("pypi"), "demo")
+
+
+def test_a_dripping_index_fails_at_the_deadline(server: IndexServer, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """One byte a second never trips a read timeout; the total deadline ends it."""
+    server.drip[PAGE] = 1.0
+    monkeypatch.setenv("ENVLOCK_INDEX_DEADLINE", "2")
+    with _client(server, tmp_path, retries=3) as c:
+        start = time.monotonic()
+        with pytest.raises(IndexError_) as info:
+            c.page(server.url("pypi"), "demo")
+        took = time.monotonic() - start
+    assert str(info.value) == (f"{server.url('pypi')}/demo/ did not answer within the 2 s "
+                               f"deadline (ENVLOCK_INDEX_DEADLINE)")
+    assert server.drip_started.is_set()
+    assert len(server.requests(PAGE)) == 1  # retries share the deadline
+    assert took < 60  # the page would drip for several minutes
+
+
+@pytest.mark.parametrize("with_length", [True, False])
+def test_a_page_over_the_cap_is_refused(server: IndexServer, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch,
+                                        with_length: bool) -> None:
+    monkeypatch.setenv("ENVLOCK_INDEX_MAX_PAGE_BYTES", str(1024 * 1024))
+    if with_length:
+        server.raw[PAGE] = (200, b" " * (3 * 1024 * 1024), "text/html")
+    else:
+        server.endless[PAGE] = 300 * 1024 * 1024  # the 300 MB page of the issue
+    with _client(server, tmp_path) as c:
+        with pytest.raises(IndexError_, match=r"/demo/ is larger than 1048576 bytes; refusing "
+                                              r"it \(raise ENVLOCK_INDEX_MAX_PAGE_BYTES"):
+            c.page(server.url("pypi"), "demo")
+
+
+def test_the_page_cap_leaves_wheel_downloads_alone(server: IndexServer, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVLOCK_INDEX_MAX_PAGE_BYTES", "600")
+    server.indexes["pypi"].json_api = False
+    with _client(server, tmp_path) as c:
+        d = c.page(server.url("pypi"), "demo").dists[0]
+        assert len(c.download(d)) > 600
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "inf", "nan"])
+def test_bad_limits_in_the_environment_are_input_errors(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        value: str) -> None:
+    monkeypatch.setenv("ENVLOCK_INDEX_DEADLINE", value)
+    with pytest.raises(InputError, match=f"ENVLOCK_INDEX_DEADLINE={value!r} is not a "
+                                         f"positive number"):
+        IndexClient(IndexConfig(), cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("url", [
+    "http://user:S3CRETpw@127.0.0.1:99999/simple",
+    "http://user:S3CRETpw@[::1/simple",
+    "http://user:S3CRETpw@[zz::1]/simple",
+    "http://user:S3CRETpw@127.0.0.1:port/simple",
+    "ftp://user:S3CRETpw@127.0.0.1/simple",
+    "http://user:S3CRETpw@/simple",
+])
+def test_a_url_that_cannot_be_requested_is_one_input_error_without_secrets(
+        url: str, tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        IndexClient(IndexConfig(index_url=url), cache_dir=tmp_path)
+    assert "S3CRETpw" not in str(info.value) and "user" not in str(info.value)
+    r = run_cli("resolve", "--index-url", url, "--gpu", "H100", "--dry-run")
+    assert r.code == 2, r.err
+    assert len(r.err.strip().splitlines()) == 1 and "S3CRETpw" not in r.err + r.out, r.err
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("http://u:p@host/simple", "http://host/simple"),
+    ("http://u:p@host:99999999/simple", "http://host:99999999/simple"),
+    ("https://u:p@[::1/simple", "https://[::1/simple"),
+    ("http://u:p%40x@h/s?a=b@c#d@e", "http://h/s?a=b@c#d@e"),
+    ("http://tok@h", "http://h"),
+    ("http://h/simple", "http://h/simple"),
+    ("not a url", "not a url"),
+])
+def test_redact_strips_userinfo_from_malformed_urls(url: str, shown: str) -> None:
+    assert redact(url) == shown
+
+
+def test_check_url_accepts_good_urls() -> None:
+    for url in ("https://pypi.org/simple", "http://[::1]:8080/simple", "file:///tmp/x",
+                "http://u:p@mirror.local:3141/root/pypi/+simple/"):
+        check_url(url)

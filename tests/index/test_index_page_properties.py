@@ -1,0 +1,195 @@
+"""Property tests: whatever an index sends as a project page (PEP 503 HTML or PEP 691
+JSON), parsing it gives a page of validated files or one :class:`IndexError_`; never
+another exception (the CLI would report it as an internal error, exit 70).
+
+The number of generated cases per test is ``ENVLOCK_PROPERTY_EXAMPLES`` (default 300);
+the issue's acceptance run used 10,000.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from envlock.errors import IndexError_, InputError
+from envlock.index.client import _range_total, parse_page
+from envlock.index.config import check_url, redact
+from envlock.index.pages import ProjectPage, page_from_cache, page_to_cache, valid_digest
+
+EXAMPLES = int(os.environ.get("ENVLOCK_PROPERTY_EXAMPLES", "300"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+PAGE_URL = "https://index.example/simple/demo/"
+INDEX = "https://index.example/simple"
+
+hexes = st.text("0123456789abcdefABCDEF", min_size=60, max_size=130)
+nasty = st.sampled_from([
+    "demo-1.0-py3-none-any.whl", "demo-1.0.tar.gz", "demo-2.0.zip", "Demo_X-1.0-py3-none-any.whl",
+    "../../demo-1.0-py3-none-any.whl", "/etc/demo-1.0.tar.gz", "demo-1.0-py3-none-any.whl\x00",
+    "..", ".", "", "demo-1.0-py3-none-any.whl/..", "C:\\demo-1.0.tar.gz", "demo-1.0.tar.bz2",
+    "demo-1.0-0-py3-none-any.whl", "demo-1.0-x-py3-none-any.whl", "demo-1!0-py3-none-any.whl",
+    "torch-2.5.1-cp311-cp311-linux_x86_64.whl", "demo-\u0661.0.tar.gz", "a" * 300 + ".whl",
+    "demo-1.0-py3-none-any.whl\n", "demo-1.0-py3-none-any.whl\u202e",
+])
+filenames = st.one_of(nasty, st.text(max_size=40))
+hash_values = st.one_of(hexes, st.text(max_size=70), st.sampled_from(
+    ["../../../../tmp/PWNED-torch", "a" * 64, "A" * 64, "0" * 96, "f" * 128, "", "=" * 64]))
+algos = st.sampled_from(["sha256", "sha384", "sha512", "md5", "sha1", "blake2b", "SHA256",
+                         "", "sha256 "])
+urls = st.one_of(
+    st.sampled_from(["/files/demo-1.0-py3-none-any.whl", "demo-1.0.tar.gz",
+                     "https://files.example/demo-1.0.tar.gz#sha256=" + "a" * 64,
+                     "file:///etc/passwd", "javascript:alert(1)", "http://[::1/x",
+                     "http://[zz]/x", "http://h:99999/x", "//other.example/x", "#sha256=zz",
+                     "https://u:p@h/x", "data:text/plain,x", "\\\\server\\share\\x"]),
+    st.text(max_size=40),
+    st.builds(lambda a, v: f"/f/demo-1.0.tar.gz#{a}={v}", algos, hash_values),
+)
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
+                      st.text(max_size=20))
+json_any = st.recursive(json_leaf, lambda c: st.one_of(st.lists(c, max_size=4),
+                                                       st.dictionaries(st.text(max_size=8), c,
+                                                                       max_size=4)),
+                        max_leaves=12)
+
+
+def _maybe(value: st.SearchStrategy) -> st.SearchStrategy:
+    return st.one_of(value, json_any)
+
+
+file_entries = st.fixed_dictionaries(
+    {"filename": _maybe(filenames), "url": _maybe(urls)},
+    optional={
+        "hashes": st.one_of(st.dictionaries(algos, _maybe(hash_values), max_size=3), json_any),
+        "core-metadata": st.one_of(st.booleans(),
+                                   st.dictionaries(algos, _maybe(hash_values), max_size=2),
+                                   json_any),
+        "dist-info-metadata": json_any,
+        "yanked": st.one_of(st.booleans(), st.text(max_size=10), json_any),
+        "requires-python": st.one_of(st.sampled_from([">=3.8", "~=3", "garbage", ""]),
+                                     json_any),
+        "size": st.one_of(st.integers(), json_any),
+        "upload-time": json_any,
+    })
+json_pages = st.one_of(
+    st.fixed_dictionaries({"files": st.lists(file_entries, max_size=5)},
+                          optional={"meta": json_any, "name": json_any}),
+    st.fixed_dictionaries({"files": json_any}),
+    json_any,
+)
+
+
+def _attr(name: str, value: str) -> str:
+    return f'{name}="{value}"' if '"' not in value else f"{name}='{value}'"
+
+
+anchor = st.builds(
+    lambda href, text, attrs: (f"<a {_attr('href', href)} {' '.join(attrs)}>{text}</a>"),
+    urls.filter(lambda u: '"' not in u or "'" not in u), filenames.map(
+        lambda t: t.replace("<", "&lt;")),
+    st.lists(st.one_of(
+        st.builds(lambda a, v: _attr("data-core-metadata", f"{a}={v}"), algos, hash_values),
+        st.builds(lambda v: _attr("data-dist-info-metadata", v), st.sampled_from(
+            ["true", "false", "", "md5=12", "sha256=zz"])),
+        st.builds(lambda v: _attr("data-requires-python", v), st.sampled_from(
+            ["&gt;=3.8", "garbage", "&#x110000;", "&#0;"])),
+        st.builds(lambda v: _attr("data-yanked", v), st.text(max_size=10).filter(
+            lambda t: '"' not in t or "'" not in t)),
+        st.just("data-yanked"),
+    ), max_size=3))
+html_pages = st.one_of(
+    st.builds(lambda base, rows: "<html><body>" + base + "\n".join(rows) + "</body></html>",
+              st.sampled_from(["", '<base href="https://mirror.example/x/">',
+                               '<base href="http://[::1/">', '<base href="file:///">',
+                               "<base>"]),
+              st.lists(anchor, max_size=5)),
+    st.text(max_size=300),
+    st.text(alphabet=string.printable + "<>&#;", max_size=300),
+)
+
+
+def _check(page: Any) -> None:
+    """Every file on a parsed page passed the boundary checks, and survives the cache."""
+    assert isinstance(page, ProjectPage)
+    for d in page.dists:
+        assert d.filename and "/" not in d.filename and "\\" not in d.filename
+        assert not d.filename.startswith("..")
+        assert all(ord(c) >= 0x20 and ord(c) != 0x7F for c in d.filename)
+        assert d.parsed is not None and d.parsed[0] == "demo"
+        assert d.url.split(":", 1)[0].lower() in ("http", "https")
+        for algo, digest in d.hashes.items():
+            assert valid_digest(algo, digest)
+        for algo, digest in (d.metadata or {}).items():
+            assert valid_digest(algo, digest)
+    again = page_from_cache(page_to_cache(page))
+    assert [(d.filename, d.sha256) for d in again.dists] == \
+        [(d.filename, d.sha256) for d in page.dists]
+
+
+def _parse(body: bytes, ctype: str) -> None:
+    try:
+        page = parse_page(body, ctype, PAGE_URL, INDEX, "demo")
+    except IndexError_ as exc:
+        assert "\n" not in str(exc)
+        return
+    _check(page)
+
+
+@SETTINGS
+@given(json_pages)
+def test_any_json_page_parses_or_is_an_index_error(data: Any) -> None:
+    try:
+        body = json.dumps(data).encode()
+    except ValueError:
+        return
+    _parse(body, "application/vnd.pypi.simple.v1+json")
+
+
+@SETTINGS
+@given(st.binary(max_size=200))
+def test_any_bytes_as_json_parse_or_are_an_index_error(body: bytes) -> None:
+    _parse(body, "application/vnd.pypi.simple.v1+json")
+
+
+@SETTINGS
+@given(html_pages)
+def test_any_html_page_parses_or_is_an_index_error(text: str) -> None:
+    _parse(text.encode("utf-8", "surrogatepass"), "text/html")
+
+
+@SETTINGS
+@given(st.one_of(st.text(max_size=40),
+                 st.builds(lambda a, b, c: f"bytes {a}-{b}/{c}", st.text(max_size=5),
+                           st.text(max_size=5), st.text(max_size=8))))
+def test_any_content_range_gives_a_size_or_an_index_error(value: str) -> None:
+    try:
+        total = _range_total(value, "demo.whl")
+    except IndexError_:
+        return
+    assert total is None or total >= 0
+
+
+userinfo = st.text(alphabet=string.ascii_letters + string.digits + ":%!$&'()*+,;=@",
+                   max_size=20)
+
+
+@SETTINGS
+@given(st.sampled_from(["http", "https", "ftp", "HTTP"]), userinfo,
+       st.text(max_size=30).filter(lambda t: "S3CRET" not in t))
+def test_redact_and_check_url_never_leak_credentials(scheme: str, user: str,
+                                                     rest: str) -> None:
+    """Whatever follows the credentials (a bad port, a broken IPv6 literal, spaces), they
+    never reach a message."""
+    url = f"{scheme}://{user}S3CRET@{rest}"
+    assert "S3CRET" not in redact(url)
+    try:
+        check_url(url)
+    except InputError as exc:
+        assert "S3CRET" not in str(exc) and "\n" not in str(exc)
