@@ -59,6 +59,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    default=os.environ.get("ENVLOCK_PYTORCH_INDEX_URL",
                                           "https://download.pytorch.org/whl"),
                    help="base of the PyTorch index or its mirror ($ENVLOCK_PYTORCH_INDEX_URL)")
+    p.add_argument("--prefer", choices=["pypi", "pytorch-index"], default=None,
+                   help="rank builds on this index first among the qualifying builds of the "
+                        "chosen torch release (default: newest CUDA line first); an "
+                        "unreachable index falls back to an equivalent build either way")
     p.add_argument("--offline", action="store_true",
                    help="no network: use the cache, or only the matrix when nothing is cached")
     p.add_argument("--refresh", action="store_true",
@@ -123,8 +127,19 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         targets=tuple(targets), torch=spec, cuda=args.cuda, requirements=tuple(rest),
         requirement_files=digests, offline=args.offline,
         indexes=tuple(redact(u) for u in config.indexes),
-        pytorch_index=args.pytorch_index_url.rstrip("/"), env=_parse_env(args.env),
-        together=args.together)
+        pytorch_index=_pytorch_index(args, config), env=_parse_env(args.env),
+        together=args.together, prefer=args.prefer)
+
+
+def _pytorch_index(args: argparse.Namespace, config: Any) -> str:
+    """--pytorch-index-url / $ENVLOCK_PYTORCH_INDEX_URL, else a PyTorch-layout mirror among
+    pip's indexes (``.../cu121`` as an extra index), else download.pytorch.org."""
+    from envlock.resolve.reach import PYTORCH_DEFAULT, mirror_from_config
+
+    given = args.pytorch_index_url.rstrip("/")
+    if given != PYTORCH_DEFAULT:
+        return given
+    return mirror_from_config(config) or given
 
 
 def default_python() -> str:
@@ -258,6 +273,9 @@ def run(args: argparse.Namespace, out: Any) -> int:
                       + (f" -> {', '.join(a.override)}" if a.override else "")
                       + (f" (not confirmed: {', '.join(a.unknown)} unknown)"
                          if a.unknown else ""))
+        for line in t.decision:
+            if line.startswith("index fallback: "):
+                out.print(f"  {line}")
         spec = request.targets[i] if i < len(request.targets) else None
         for note in (spec.notes if spec is not None else ()):
             out.print(f"  {note}")

@@ -17,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envlock import __version__
-from envlock.errors import OfflineError
+from envlock.errors import IndexError_, OfflineError
 from envlock.families import library_of_package
 from envlock.index.config import IndexConfig, redact
 from envlock.lock.model import (
@@ -38,6 +38,7 @@ from envlock.resolve.hardware import (
     judge_build,
     plan_facts,
 )
+from envlock.resolve.reach import torch_unavailable, way_out
 from envlock.resolve.sources import SourcePolicy
 from envlock.resolve.target import ResolveRequest, TargetSpec
 
@@ -109,8 +110,12 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                     client: "IndexClient", spec: TargetSpec,
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
     choice = choose_variant(matrix, spec, request.torch, request.cuda,
-                            tuple(str(r) for r in request.requirements))
+                            tuple(str(r) for r in request.requirements),
+                            prefer=request.prefer)
     family_note = _check_family(matrix, request, spec, choice)
+    fallback: List[str] = []
+    if not request.offline:
+        choice, fallback = _reachable_choice(request, matrix, config, client, spec, choice)
     v = choice.variant
     derived = dict(choice.libraries.versions) if choice.libraries else dict(v.libraries)
     tindex = torch_index_url(v, config, request.pytorch_index)
@@ -118,7 +123,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         on_event(f"{spec.name}: torch {v.version_string} ({v.tag}) from {redact(tindex)}")
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
     decision = list(choice.decision)
-    decision[1:1] = list(spec.notes) + ([family_note] if family_note else [])
+    decision[1:1] = list(spec.notes) + ([family_note] if family_note else []) + fallback
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
     closure = "full"
@@ -150,6 +155,9 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         decision.append(f"offline and not cached ({exc.message}); the lock holds only the "
                         f"GPU core from the matrix, without hashes or transitive closure")
         packages, resolved_versions = _gpu_core(matrix, request, target, v, tindex, overrides)
+    except IndexError_ as exc:
+        raise IndexError_(exc.message, hint=way_out(v, _other_builds(matrix, request, spec, v,
+                                                                     config))) from None
     libs = libraries_of(resolved_versions, derived)
     for name, req in overrides.items():
         decision.append(f"override: {req} (advisory) instead of the build's own pin")
@@ -179,6 +187,83 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         machines="separate" if spec.separate else "one",
         family=spec.family,
     )
+
+
+def _reachable_choice(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
+                      client: "IndexClient", spec: TargetSpec,
+                      choice: Choice) -> Tuple[Choice, List[str]]:
+    """The chosen build if its index serves its torch; else an equivalent build (same
+    release, a CUDA line that qualifies by the same rules) from an index that does, with a
+    decision line saying so; else an index error naming the ways out."""
+    from packaging.specifiers import SpecifierSet
+
+    from envlock.errors import NoCandidateError
+
+    down: Dict[str, str] = {}
+    first = choice.variant
+    while True:
+        v = choice.variant
+        tindex = torch_index_url(v, config, request.pytorch_index)
+        why = down.get(tindex) or torch_unavailable(client, tindex, v)
+        if why is None:
+            break
+        down[tindex] = why
+        try:
+            choice = choose_variant(
+                matrix, spec, SpecifierSet(f"=={first.release}"), request.cuda,
+                tuple(str(r) for r in request.requirements), prefer=request.prefer,
+                usable=lambda x: not _is_down(torch_index_url(x, config,
+                                                              request.pytorch_index), down))
+        except NoCandidateError:
+            raise IndexError_(
+                f"{spec.name}: torch {first.version_string} ({first.tag}) cannot be fetched: "
+                + "; ".join(down.values())
+                + f"; no equivalent build of torch {first.release} is on a reachable index",
+                hint=way_out(first, _other_builds(matrix, request, spec, first, config,
+                                                  down))) from None
+    if choice.variant is first:
+        return choice, []
+    v = choice.variant
+    where = "PyPI" if v.on_pypi else redact(torch_index_url(v, config, request.pytorch_index))
+    line = (f"index fallback: {'; '.join(down.values())}; using torch {v.version_string} "
+            f"({v.tag}) from {where} instead of {first.tag}: the same torch release, CUDA "
+            f"{v.cuda} qualifies by the same rules")
+    return choice, [line]
+
+
+def _is_down(index: str, down: Dict[str, str]) -> bool:
+    """Whether ``index`` failed, or sits on a host that could not be reached at all."""
+    if index in down:
+        return True
+    host = _host(index)
+    return any(why.startswith("cannot reach") and _host(url) == host
+               for url, why in down.items())
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _other_builds(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
+                  variant: TorchVariant, config: IndexConfig,
+                  down: Optional[Dict[str, str]] = None) -> List[TorchVariant]:
+    """Qualifying builds on other CUDA lines (any allowed release), best first, for the
+    ``--cuda`` way out of an index error."""
+    from envlock.errors import NoCandidateError
+
+    avoid = set(down or {}) | {torch_index_url(variant, config, request.pytorch_index)}
+    try:
+        c = choose_variant(matrix, spec, request.torch, None,
+                           tuple(str(r) for r in request.requirements), prefer=request.prefer,
+                           usable=lambda x: x.cuda != variant.cuda and not _is_down(
+                               torch_index_url(x, config, request.pytorch_index),
+                               {**{u: "" for u in avoid}, **(down or {})}))
+    except NoCandidateError:
+        return []
+    return [c.variant]
 
 
 def _member_key(choice: Choice, driver: Optional[str]) -> Tuple[object, ...]:

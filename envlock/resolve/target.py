@@ -77,6 +77,8 @@ class ResolveRequest:
     pytorch_index: str = "https://download.pytorch.org/whl"
     env: Mapping[str, str] = field(default_factory=dict)
     together: bool = False
+    #: ``pypi`` or ``pytorch-index``: rank that index's builds first (``--prefer``)
+    prefer: Optional[str] = None
 
     def inputs(self, matrix_version: str) -> Dict[str, Any]:
         """Everything that determines the lock, for the inputs hash and ``--check``.
@@ -97,6 +99,7 @@ class ResolveRequest:
             "pytorch-index": strip_userinfo(self.pytorch_index),
             "env": {k: strip_userinfo(v) for k, v in sorted(self.env.items())},
             "matrix-version": matrix_version,
+            **({"prefer": self.prefer} if self.prefer else {}),
         }
 
     def inputs_hash(self, matrix_version: str) -> str:
