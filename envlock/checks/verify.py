@@ -43,8 +43,8 @@ from envlock.versions import V
 __all__ = ["VerifyResult", "verify", "choose_target", "versions_agree", "CHECKS",
            "RUNTIME_CHECKS"]
 
-CHECKS = ("python", "packages", "package-files", "libraries", "cuda-majors", "driver", "gpu-kernels",
-          "gpu-mix", "gpu-target", "env", "advisories")
+CHECKS = ("python", "packages", "package-files", "libraries", "cuda-majors", "driver",
+          "gpu-kernels", "gpu-mix", "gpu-target", "env", "advisories")
 RUNTIME_CHECKS = ("driver", "gpu-kernels", "gpu-mix", "gpu-target", "env")
 
 #: verify's own findings and the advisories that describe the same problem: verify keeps its

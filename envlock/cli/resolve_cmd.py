@@ -366,6 +366,8 @@ def lock_json(lock: Any, path: Optional[str]) -> Dict[str, Any]:
                             **({"unknown": list(a.unknown)} if a.unknown else {})}
                            for a in t.advisories],
             "decision": list(t.decision),
+            "machines": t.machines,
+            "family": t.family,
         })
     return {"lock": path, "envlock_version": lock.envlock_version,
             "matrix_version": lock.matrix_version, "inputs_hash": lock.inputs_hash,

@@ -109,11 +109,11 @@ def deployed_branches(matrix: Matrix, gpus: Sequence[Gpu]) -> List[Tuple[int, st
             b = int(arch.last_driver_branch.lstrip("R"))
             ceiling = b if ceiling is None else min(ceiling, b)
     out = []
-    for b in sorted(matrix.drivers.values(), key=lambda b: b.major):
-        if b.major < first or (ceiling is not None and b.major > ceiling):
+    for branch in sorted(matrix.drivers.values(), key=lambda x: x.major):
+        if branch.major < first or (ceiling is not None and branch.major > ceiling):
             continue
-        if b.type in ("production", "ltsb"):
-            out.append((b.major, b.type))
+        if branch.type in ("production", "ltsb"):
+            out.append((branch.major, branch.type))
     return out
 
 
