@@ -102,9 +102,10 @@ def test_rank_that_exits_early_is_named_within_the_timeout(tmp_path: Path) -> No
     assert missing["title"] == f"1 rank did not answer within 20 s: rank 2 ({HOST})"
     assert [g["ranks"] for g in report["groups"]] == [[0, 1]]
     assert "did not answer within 20 s: rank 2" in p.stderr  # rank 1's one line
-    # rank 0 waited its --timeout (from when it had the store) and not much longer
+    # rank 0 waited its --timeout (from when it had the store), and stopped within the
+    # documented total bound T + min(T, 10) + 30 (no tighter: CI machines are loaded)
     timing = report["protocol"]["timing_s"]
-    assert timing["verdict"] >= 20 and timing["gather"] < 20 + 15, timing
+    assert timing["verdict"] >= 20 and timing["gather"] < 20 + 10 + 30, timing
 
 
 def test_two_launches_probe_once_per_node(tmp_path: Path) -> None:
