@@ -273,12 +273,13 @@ def run(args: argparse.Namespace, out: Any) -> int:
                       + (f" -> {', '.join(a.override)}" if a.override else "")
                       + (f" (not confirmed: {', '.join(a.unknown)} unknown)"
                          if a.unknown else ""))
-        for line in t.decision:
-            if line.startswith("index fallback: "):
-                out.print(f"  {line}")
         spec = request.targets[i] if i < len(request.targets) else None
-        for note in (spec.notes if spec is not None else ()):
-            out.print(f"  {note}")
+        if not args.verbose:  # --verbose prints them with the whole decision
+            for line in t.decision:
+                if line.startswith("index fallback: "):
+                    out.print(f"  {line}")
+            for note in (spec.notes if spec is not None else ()):
+                out.print(f"  {note}")
         if spec is not None:
             _print_driver_hint(out, args, request, spec, t.driver_min)
         if args.verbose:
