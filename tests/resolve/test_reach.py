@@ -146,3 +146,20 @@ def _wheels(idx, name: str):
     from support.index_server import canonical
 
     return list(idx.files.get(canonical(name), []))
+
+
+def test_prefer_sets_which_index_ranks_first(tmp_path: Path) -> None:
+    def choose(*extra: str) -> dict:
+        out = tmp_path / "p.lock"
+        r = run_cli("resolve", "--offline", "--python", "3.11", "--gpu", "H100 SXM",
+                    "--torch", "==2.5.1", "-o", str(out), *extra)
+        assert r.code == 0, r.err
+        return _toml.loads(out.read_text())
+
+    default = choose()
+    assert default["target"][0]["torch"]["on-pypi"] is True  # PyPI wins the tie
+    assert "prefer" not in default["inputs"]
+    lock = choose("--prefer", "pytorch-index")
+    assert lock["target"][0]["torch"]["on-pypi"] is False
+    assert lock["inputs"]["prefer"] == "pytorch-index"
+    assert choose("--prefer", "pypi")["target"][0]["torch"]["on-pypi"] is True
