@@ -310,9 +310,14 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
             applied.append(AppliedAdvisory(aid, "excluded", f"{adv.title} (excluded {builds})"))
     decision = _decision(matrix, target, spec, cuda, best, runnable)
     if prefer and clean[0] is not max(clean, key=lambda c: c.rank()):
-        decision.append(f"--prefer {prefer}: builds on "
-                        f"{'PyPI' if prefer == 'pypi' else 'the PyTorch index'} rank first "
-                        f"among the qualifying builds of {best.variant.release}")
+        why = (f"--prefer {prefer}: builds on "
+               f"{'PyPI' if prefer == 'pypi' else 'the PyTorch index'} rank first among the "
+               f"qualifying builds of {best.variant.release}")
+        stale = "newer CUDA lines have advisories the matrix cannot rule out"
+        if any(stale in d for d in decision):
+            decision = [d.replace(stale, why) for d in decision]
+        else:
+            decision.append(why)
     decision[2:2] = steps
     if overrides:
         decision = [d for d in decision if not d.startswith("overrides: ")]
