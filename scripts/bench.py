@@ -18,7 +18,10 @@ Figures (median of N whole runs unless noted):
   cold and faster than uv warm;
 * fleet: time to verdict and bytes per rank for 2..16 local ranks (scripts/bench_fleet.py);
 * training: ``envlock.training.check`` on 4 torchrun ranks (CPU/gloo) over a 10-million-sample
-  dataset, slowest rank, next to one ``DistributedSampler`` epoch start -- target under 1 s.
+  dataset, slowest rank, next to one ``DistributedSampler`` epoch start -- target under 1 s;
+* triage: top-1/top-3 accuracy, misleading first answers and healthy-log false positives of
+  ``doctor --log`` on the corpus of real logs (scripts/triage_eval.py) -- target top-1 >= 90%,
+  top-3 >= 95%, none misleading, no finding on a healthy log.
 """
 
 from __future__ import annotations
@@ -326,10 +329,32 @@ def bench_training(n: int) -> None:
             f"epoch start {ms(start)}", said, "< 1 s", "ok" if slowest < 1 else "over")
 
 
+def bench_triage() -> None:
+    """Log triage accuracy on the corpus of real logs (scripts/triage_eval.py)."""
+    try:
+        from triage_eval import measure  # type: ignore[import-not-found]
+
+        t = time.perf_counter()
+        f = measure()
+        took = time.perf_counter() - t
+    except Exception as exc:  # noqa: BLE001 - a bench, not a test: report and go on
+        row("triage", "failed", str(exc)[:40])
+        return
+    row(f"triage top-1 ({f.crash} real crash logs)", f"{f.rate(f.top1):.1%}", "", "",
+        ">= 90%", "ok" if f.rate(f.top1) >= 0.9 else "under")
+    row("triage top-3", f"{f.rate(f.top3):.1%}", "", "", ">= 95%",
+        "ok" if f.rate(f.top3) >= 0.95 else "under")
+    row("triage misleading (wrong advisory first)", str(f.misleading), "", "", "0",
+        "ok" if f.misleading == 0 else "over")
+    row(f"triage healthy logs with a finding (of {f.healthy})", str(f.healthy_fp), "", "",
+        "0", "ok" if f.healthy_fp == 0 else "over")
+    row("triage time, whole corpus", ms(took))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="envlock benchmarks")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="matrix,offline,verify,closure,fleet,training")
+    ap.add_argument("--only", default="matrix,offline,verify,closure,fleet,training,triage")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
     n = 3 if args.quick else 7
@@ -354,6 +379,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         bench_fleet_rows(args.quick)
     if "training" in only:
         bench_training(n)
+    if "triage" in only:
+        bench_triage()
     if args.json:
         Path(args.json).write_text(json.dumps(ROWS, indent=2) + "\n")
     return 0

@@ -10,15 +10,26 @@ Evidence levels, strongest first (``envlock.checks.finding.EVIDENCE``):
   and the matched text is more than a process death (a symptom that only matches
   ``exitcode: -8`` or "Floating point exception (core dumped)" counts as a signal);
 * ``signal``: only a process death the log shows (``exitcode: -8``, ``Signal 11
-  (SIGSEGV)``, "Bus error", a collective timeout) that the advisory lists in ``signals``.
+  (SIGSEGV)``, "Bus error", a collective timeout, a backtrace stuck in a CUDA/NCCL wait)
+  that the advisory lists in ``signals``;
+* ``condition``: only routine ``context`` lines (an NCCL transport line, a "Running
+  tokenizer" progress bar), reported only when the condition holds on the machine.
+
+Logs are read by :mod:`envlock.checks.logread` first (prefixes, wrapped lines, per-rank
+repeats, hang evidence) and patterns are matched per line and across one line break. The
+facts a log states (GPU names and capability, driver, NCCL version, ``topo -m`` links, the
+torch build's arch list) sit under the machine's facts: the machine wins where it knows.
+An advisory is skipped when the log contains one of its ``absent`` patterns (the log names
+another cause); its ``context`` lines count only when the log shows a failure at all.
 
 Verdicts:
 
 * condition **false** on this machine: never reported, whatever the log says; returned in
   :attr:`LogTriage.ruled_out` with the facts that rule it out (``doctor --verbose``);
-* condition **unknown**: reported only at ``pattern`` level, marked not confirmed with the
-  unknown fact paths; a bare signal needs a corroborating fact, so a ``signal``-level match
-  with an unknown (or no) condition goes to :attr:`LogTriage.uncorroborated`;
+* condition **unknown**: reported at ``pattern`` level, marked not confirmed with the
+  unknown fact paths; a bare signal needs corroboration (a ``context`` line, or a condition
+  leaf that a fact *the log states* makes true, e.g. the GPU model it names), otherwise a
+  ``signal``-level match goes to :attr:`LogTriage.uncorroborated`;
 * condition **true**: reported (a signal is corroborated by it).
 
 Ordering: evidence level, then confirmed before not confirmed, then score. The score only
@@ -26,7 +37,9 @@ orders matches of the same level; it is simple so results are explainable:
 
 * every symptom pattern that matches adds 1 + (pattern length/80, at most 1): exact error
   strings outweigh generic ones;
-* each listed signal the log shows adds 0.75;
+* each listed signal the log shows adds 0.75, each context line 0.5;
+* each corroborating leaf adds 0.4 (at most three; a leaf ``in`` a list of n > 2 values
+  counts 2/n of that: naming fewer values is stronger evidence);
 * a condition that holds doubles the score.
 """
 
@@ -34,30 +47,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from envlock.checks.advisories import advisory_finding
 from envlock.checks.conditions import Outcome, judge
 from envlock.checks.facts import Facts
 from envlock.checks.finding import EVIDENCE, Finding
+from envlock.checks.logrank import corroboration
+from envlock.checks.logread import SIGNAL_PATTERNS, ReadLog, find, log_facts_view, read_log
 from envlock.matrix.matrix import Matrix
 
 __all__ = ["SIGNAL_PATTERNS", "signals_in", "only_a_death", "rank_logs", "triage_logs",
            "log_findings", "match_finding", "LogMatch", "LogTriage", "RuledOut"]
 
-SIGNAL_PATTERNS: Dict[str, Tuple[str, ...]] = {
-    "SIGFPE": (r"\bsignal 8\b", r"\bSIGFPE\b", r"exit ?code\s*:?\s*-8\b",
-               r"Floating point exception"),
-    "SIGSEGV": (r"\bsignal 11\b", r"\bSIGSEGV\b", r"exit ?code\s*:?\s*-11\b",
-                r"Segmentation fault"),
-    "SIGBUS": (r"\bsignal 7\b", r"\bSIGBUS\b", r"exit ?code\s*:?\s*-7\b", r"\bBus error\b"),
-    "SIGABRT": (r"\bsignal 6\b", r"\bSIGABRT\b", r"exit ?code\s*:?\s*-6\b",
-                r"\bAborted \(core dumped\)"),
-    "SIGKILL": (r"\bsignal 9\b", r"\bSIGKILL\b", r"exit ?code\s*:?\s*-9\b"),
-    "SIGILL": (r"\bsignal 4\b", r"\bSIGILL\b", r"Illegal instruction"),
-    "timeout": (r"Watchdog caught collective operation timeout", r"\btimed out\b",
-                r"\bDeadline exceeded\b", r"\bhangs?\b"),
-}
 _MAX_BYTES = 8 * 1024 * 1024
 _MAX_LINE = 4096
 
@@ -96,13 +98,6 @@ class LogTriage:
     uncorroborated: Tuple[LogMatch, ...]  # a bare signal with no fact to back it
 
 
-def _line_of(text: str, pos: int) -> str:
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    line = text[start: end if end != -1 else len(text)].strip()
-    return line if len(line) <= 200 else line[:197] + "..."
-
-
 def signals_in(text: str) -> Set[str]:
     found = set()
     for sig, patterns in SIGNAL_PATTERNS.items():
@@ -133,56 +128,108 @@ def _sort_key(m: LogMatch) -> Tuple[object, ...]:
 
 def triage_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
                 facts: Optional[Facts], limit: int = 10) -> LogTriage:
-    """(origin, text) pairs -> the advisories they point at, judged on the machine."""
-    # each line capped (4 KiB) before any pattern runs: bounds regex backtracking per line
-    texts = [(o, "\n".join(line[:_MAX_LINE] for line in t[-_MAX_BYTES:].split("\n")))
-             for o, t in logs]
-    sigs: Set[str] = set()
-    for _, t in texts:
-        sigs |= signals_in(t)
+    """(origin, text) pairs -> the advisories they point at, judged on the machine.
+
+    The logs are read first (:func:`envlock.checks.logread.read_log`: rank/time/host
+    prefixes stripped, wrapped lines re-joined, per-rank repeats folded, hang evidence);
+    the facts they state (GPU names, driver, NCCL version, ``topo -m``) sit under the
+    machine's own (:class:`~envlock.checks.logread.LayeredFacts`: the machine wins)."""
+    read = [read_log(t[-_MAX_BYTES:], o) for o, t in logs]
+    view = log_facts_view(read, matrix, facts)
+    sigs: Set[str] = set().union(*(lg.signals for lg in read)) if read else set()
+    hang = next((h for lg in read for h in lg.hang), None)
+    advisories = list(matrix.advisories.values())
+    failure = _failure(read, advisories)
     kept: List[LogMatch] = []
     ruled: List[RuledOut] = []
     bare: List[LogMatch] = []
-    for adv in matrix.advisories.values():
+    for adv in advisories:
+        if any(find(lg, p) is not None for p in adv.absent for lg in read):
+            continue  # the log names another cause (an ``absent`` pattern)
         score = 0.0
         specific = False
         evidence: List[str] = []
+        matched = False
         for pat in adv.symptoms:
-            rx = re.compile(pat, re.IGNORECASE)
-            for origin, text in texts:
-                m = rx.search(text)
-                if m:
+            for lg in read:
+                line = find(lg, pat)
+                if line is not None:
+                    matched = True
                     score += 1.0 + min(len(pat), 80) / 80.0
-                    evidence.append(f"{origin}: {_line_of(text, m.start())}")
+                    evidence.append(f"{lg.origin}: {_short(line)}")
                     # a symptom whose matched text is only a process death ("exitcode: -8",
                     # "Floating point exception (core dumped)") is a signal, not a pattern
-                    specific = specific or not only_a_death(m.group(0))
+                    m = re.search(pat, line, re.IGNORECASE)
+                    specific = specific or not only_a_death(m.group(0) if m else line)
                     break
-        level = "pattern" if specific else "signal"
-        for s in sorted(set(adv.signals) & sigs):
+        listed = sorted(set(adv.signals) & sigs)
+        for s in listed:
             score += 0.75
-            evidence.append(f"process death: {s}")
+            evidence.append(f"hang: {_short(hang)}" if s == "timeout" and hang
+                            else f"process death: {s}")
+        contexts = 0
+        if failure:  # routine lines (NCCL INFO, warnings) count only next to a failure
+            for pat in adv.context:
+                for lg in read:
+                    line = find(lg, pat)
+                    if line is not None:
+                        contexts += 1
+                        score += 0.5
+                        evidence.append(f"{lg.origin}: {_short(line)}")
+                        break
         if score == 0:
             continue
+        if specific:
+            level = "pattern"
+        elif listed or matched:
+            level = "signal"
+        else:
+            level = "condition"  # only routine context lines
         lines = tuple(dict.fromkeys(evidence))
         outcome: Optional[Outcome] = None
-        if facts is not None and adv.condition is not None:
-            outcome = judge(adv.condition, facts)
+        support: List[Tuple[str, float]] = []
+        if adv.condition is not None:
+            outcome = judge(adv.condition, view)
             if outcome.value is False:
                 ruled.append(RuledOut(adv.id, outcome.because, lines))
                 continue
             if outcome.value is True:
                 score *= 2.0
                 lines += ("this machine matches its condition",)
+            else:
+                support = corroboration(adv.condition, view)
+                if support:
+                    score += 0.4 * sum(sorted((w for _, w in support), reverse=True)[:3])
+                    lines += ("the log shows " + "; ".join(k for k, _ in support[:3]),)
         match = LogMatch(adv.id, score, lines, level, outcome)
-        if level == "signal" and (outcome is None or outcome.value is not True):
-            bare.append(match)
+        confirmed = outcome is not None and outcome.value is True
+        if level == "signal" and not (confirmed or support or contexts):
+            bare.append(match)  # a bare signal: nothing backs it
             continue
+        if level == "condition" and not confirmed:
+            continue  # a routine line on a machine that does not match: nothing
         kept.append(match)
     kept.sort(key=_sort_key)
     bare.sort(key=_sort_key)
     ruled.sort(key=lambda r: r.advisory)
     return LogTriage(tuple(kept[:limit]), tuple(ruled), tuple(bare))
+
+
+_FAILURE = re.compile(r"\b(?:Error|Exception|Traceback|FAILED|fatal|Aborted|killed)\b")
+
+
+def _failure(read: Sequence[ReadLog], advisories: Sequence[Any]) -> bool:
+    """Whether the logs show a failure at all (routine lines only count next to one)."""
+    if any(lg.signals or lg.hang for lg in read):
+        return True
+    if any(_FAILURE.search(ln) for lg in read for ln in lg.lines):
+        return True
+    return any(find(lg, p) is not None for a in advisories for p in a.symptoms for lg in read)
+
+
+def _short(line: Optional[str]) -> str:
+    line = (line or "").strip()
+    return line if len(line) <= 200 else line[:197] + "..."
 
 
 def rank_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,

@@ -27,6 +27,7 @@ COMMANDS = {
     "export": "envlock.cli.export_cmd",
     "fleet": "envlock.cli.fleet_cmd",
     "matrix": "envlock.cli.matrix_cmd",
+    "explain": "envlock.cli.explain_cmd",
 }
 
 

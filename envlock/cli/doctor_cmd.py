@@ -58,12 +58,15 @@ def _read_logs(paths: List[str], out: Any) -> List[Tuple[str, str]]:
 
     logs = []
     for p in paths:
-        if p == "-":
-            text = sys.stdin.read(MAX_INPUT_BYTES + 1)
-            if len(text) > MAX_INPUT_BYTES:
+        if p == "-":  # bytes, so a log with stray non-UTF-8 bytes is still read
+            stream = getattr(sys.stdin, "buffer", None)
+            data = (stream.read(MAX_INPUT_BYTES + 1) if stream is not None
+                    else sys.stdin.read(MAX_INPUT_BYTES + 1))
+            if len(data) > MAX_INPUT_BYTES:
                 raise InputError("the log on stdin is larger than 64 MiB; envlock does not "
                                  "read logs this large")
-            logs.append(("stdin", text))
+            logs.append(("stdin", data.decode("utf-8", "replace")
+                         if isinstance(data, bytes) else data))
             continue
         data = read_user_bytes(p, "log file")  # capped: --log /dev/zero ends, with an error
         logs.append((p, data.decode("utf-8", errors="replace")))  # logs may hold any bytes

@@ -27,6 +27,13 @@ def advisories(raw: Mapping[str, Dict[str, Any]], ctx: Ctx,
             why = pattern_problem(pat)  # also refuses nested quantifiers (backtracking)
             if why:
                 row.problem(f"symptoms[{j}]", why)
+        absent = row.str_list("absent") or ()
+        context = row.str_list("context") or ()
+        for key, pats in (("absent", absent), ("context", context)):
+            for j, pat in enumerate(pats):
+                why = pattern_problem(pat)
+                if why:
+                    row.problem(f"{key}[{j}]", why)
         signals = row.str_list("signals") or ()
         for j, s in enumerate(signals):
             if s not in SIGNALS:
@@ -87,6 +94,8 @@ def advisories(raw: Mapping[str, Dict[str, Any]], ctx: Ctx,
                     str(row.data.get("status")), "unverified"),  # type: ignore[arg-type]
                 note=row.opt_text("note"),
             ),
+            absent=absent,
+            context=context,
         )
         row.finish()
         if not sources:

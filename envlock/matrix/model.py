@@ -258,3 +258,7 @@ class Advisory:
     resolve_override: Tuple[str, ...]
     provenance: Provenance
     extra: Dict[str, Any] = field(default_factory=dict, compare=False)
+    #: log patterns that rule the advisory out when present (a log that names another cause)
+    absent: Tuple[str, ...] = ()
+    #: routine log lines (NCCL INFO, warnings) that count only next to a real failure
+    context: Tuple[str, ...] = ()
