@@ -83,10 +83,13 @@ def new_file_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_bytes(path: PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: PathLike, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` as the module docstring describes: atomically for a
     regular file (or a symlink's target), straight into a FIFO or character device, and
-    never by replacing anything that is not a regular file."""
+    never by replacing anything that is not a regular file.
+
+    ``durable=False`` skips the fsync: for caches whose entries are verified on read, where
+    a lost write after a crash only costs a refetch (and fsync costs milliseconds each)."""
     shown = Path(path)
     target = Path(os.path.realpath(shown)) if os.path.islink(shown) else shown
     try:
@@ -115,7 +118,8 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> None:
             os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         try:
             os.replace(tmp, target)
         except OSError as exc:

@@ -22,6 +22,9 @@ __all__ = [
     "IndexError_",
     "OfflineError",
     "ProbeError",
+    "ConflictError",
+    "BuildError",
+    "NoBuildError",
 ]
 
 
@@ -39,6 +42,10 @@ class ExitCode(enum.IntEnum):
     NETWORK = 4
     #: the shipped compatibility matrix is invalid (a packaging bug, or a local edit).
     MATRIX = 5
+    #: the requirements cannot be satisfied together (a dependency conflict, not hardware).
+    CONFLICT = 6
+    #: an sdist's metadata had to be built and the build failed, or ``--no-build`` forbade it.
+    BUILD = 7
     #: a bug in envlock (an unexpected exception); the message asks for a report.
     INTERNAL = 70
     #: interrupted with Ctrl-C.
@@ -117,3 +124,19 @@ class OfflineError(IndexError_):
 
 class ProbeError(EnvlockError):
     """Probing the machine failed in a way that leaves nothing to report."""
+
+
+class ConflictError(EnvlockError):
+    """The requirements contradict each other (or an override); no hardware reason."""
+
+    exit_code = ExitCode.CONFLICT
+
+
+class BuildError(EnvlockError):
+    """An sdist's metadata had to be built (PEP 517) and the build failed."""
+
+    exit_code = ExitCode.BUILD
+
+
+class NoBuildError(BuildError):
+    """An sdist's metadata must be built and ``--no-build`` forbids it."""

@@ -23,6 +23,8 @@ class DoctorResult:
     smoke: Tuple[SmokeResult, ...] = ()
     #: advisories the logs pointed at whose condition is false here (``--verbose``)
     ruled_out: Tuple[RuledOut, ...] = ()
+    #: (advisory ids, why) not checked: their condition is unknown on this machine
+    not_checked: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -33,6 +35,9 @@ class DoctorResult:
         if self.ruled_out:
             d["ruled_out"] = [{"id": r.advisory, "because": list(r.because)}
                               for r in self.ruled_out]
+        if self.not_checked:
+            d["not_checked"] = [{"advisories": ids.split(", "), "reason": why}
+                                for ids, why in self.not_checked]
         if self.smoke:
             d["smoke"] = [{"check": s.name, "outcome": s.outcome, "signal": s.signal,
                            "detail": s.detail, "advisories": list(s.advisories),
@@ -107,5 +112,13 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
     if smoke:
         sf, annotated = smoke_findings(smoke, matrix, facts)
         findings.extend(sf)
+    from envlock.checks.unchecked import undecided_advisories
+
+    reported = {f.id for f in findings}
+    skipped = []
+    for ids, why in undecided_advisories(snapshot, matrix, facts):
+        left = [i for i in ids.split(", ") if i not in reported]  # a log may report them
+        if left:
+            skipped.append((", ".join(left), why))
     return DoctorResult(findings=tuple(sort_findings(findings)), smoke=tuple(annotated),
-                        ruled_out=ruled)
+                        ruled_out=ruled, not_checked=tuple(skipped))

@@ -228,7 +228,8 @@ def facts_from_snapshot(snapshot: Snapshot, matrix: Optional[Matrix]) -> Facts:
         values["driver.branch"] = driver_branch(d.version) if d.version else UNKNOWN
         values["driver.cuda"] = d.cuda or UNKNOWN
         values["driver.fabric_manager"] = d.fabric_manager or UNKNOWN
-        values["driver.error"] = d.error or UNKNOWN
+        # a driver whose version was read answered: no error is a known "none" then
+        values["driver.error"] = d.error or (None if d.version else UNKNOWN)
 
     torch = snapshot.torch
     tversion = torch.version if torch and torch.version else snapshot.packages.get("torch")

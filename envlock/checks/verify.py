@@ -32,6 +32,7 @@ from packaging.version import InvalidVersion, Version
 from envlock.checks.advisories import advisory_findings
 from envlock.checks.facts import cuda_majors_of, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
+from envlock.checks.fixes import FixContext, reinstall_lock, reinstall_packages, uninstall_packages
 from envlock.errors import InputError
 from envlock.kernels import coverage
 from envlock.lock.model import Lock, LockTarget
@@ -78,9 +79,23 @@ class VerifyResult:
 
     def to_dict(self) -> Dict[str, object]:
         return {"ok": self.ok, "target": self.target, "stage": self.stage,
-                "findings": [f.to_dict() for f in self.findings],
+                "findings": [_finding_dict(f) for f in self.findings],
                 "checked": list(self.checked),
                 "skipped": [{"check": c, "reason": r} for c, r in self.skipped]}
+
+
+def _finding_dict(f: Finding) -> Dict[str, object]:
+    """A grouped finding carries its per-package details (``items``) in JSON too."""
+    d: Dict[str, object] = dict(f.to_dict())
+    if "items" in f.extra:
+        d["items"] = list(f.extra["items"])
+    return d
+
+
+def names_title(names: Sequence[str], limit: int = 5) -> str:
+    """``a, b, c, ...``: the first few names of a group, for a one-line title."""
+    shown = ", ".join(names[:limit])
+    return shown + (", ..." if len(names) > limit else "")
 
 
 def versions_agree(a: str, b: str) -> bool:
@@ -126,10 +141,14 @@ def choose_target(lock: Lock, snapshot: Snapshot, matrix: Matrix,
 
 def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *,
            stage: str = "runtime", check_hashes: bool = False,
-           paths: Optional[Sequence[str]] = None) -> VerifyResult:
+           paths: Optional[Sequence[str]] = None,
+           fixes: Optional[FixContext] = None) -> VerifyResult:
+    """``fixes`` says how the user called envlock (``--lock PATH``, ``--python``), so the
+    suggested commands reinstall from their lock, into their environment."""
     findings: List[Finding] = []
     checked: List[str] = []
     skipped: List[Tuple[str, str]] = []
+    ctx = fixes or FixContext()
 
     checked.append("python")
     first = _python(target, snapshot)
@@ -138,16 +157,20 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
         skipped += [("packages", why), ("package-files", why), ("libraries", why)]
     else:
         checked.append("packages")
-        findings += _packages(target, snapshot)
+        findings += _packages(lock, target, snapshot, ctx)
+        if target.closure != "full":
+            skipped.append(("packages-outside-lock",
+                            f"the lock target holds only the {target.closure} (resolved "
+                            f"offline), so packages it does not list are not judged"))
         if check_hashes:
             checked.append("package-files")
-            findings += _package_files(target, snapshot, paths)
+            findings += _package_files(lock, target, snapshot, paths, ctx)
         else:
             skipped.append(("package-files", "file hashes are checked only with --hashes"))
         checked.append("libraries")
         findings += _libraries(target, snapshot)
     checked.append("cuda-majors")
-    findings += _cuda_majors(snapshot)
+    findings += _cuda_majors(lock, target, snapshot, ctx)
     if stage == "runtime":
         for name, fn in (("driver", _driver), ("gpu-kernels", _kernels), ("gpu-mix", _mix),
                          ("gpu-target", _gpu_target), ("env", _env)):
@@ -194,40 +217,66 @@ def _python(target: LockTarget, snap: Snapshot) -> List[Finding]:
                      f"one: envlock resolve --python {have} ...",), subject="python")]
 
 
-def _packages(target: LockTarget, snap: Snapshot) -> List[Finding]:
+def _packages(lock: Lock, target: LockTarget, snap: Snapshot, ctx: FixContext) -> List[Finding]:
+    """One finding per cause: all missing packages, all other versions, all unexpected
+    wheels; each with one command that fixes exactly that group."""
     out: List[Finding] = []
     installed = {str(canonicalize_name(k)): v for k, v in snap.packages.items()}
     locked = {p.name for p in target.packages}
+    missing: List[Dict[str, str]] = []
+    differ: List[Dict[str, str]] = []
     for p in target.packages:
         have = installed.get(p.name)
         want = p.version or (p.specifier or "")
-        pin = f"{p.name}=={p.version}" if p.version else f"{p.name}{p.specifier or ''}"
-        fix = (f"pip install --no-deps '{pin}'" + (f" --index-url {p.index}" if p.index else ""),
-               "or reinstall the whole lock: envlock export --format requirements -o "
-               "req.txt && pip install --no-deps --require-hashes -r req.txt")
         if have is None:
-            out.append(Finding("package-missing", "error", "packages",
-                               f"{p.name} is not installed", f"the lock has {p.name} {want}",
-                               fix, subject=p.name))
+            missing.append({"name": p.name, "locked": want})
             continue
-        if p.version:
-            same = _same_version(have, p.version)
-        else:
-            same = _in_spec(have, p.specifier or "")
+        same = _same_version(have, p.version) if p.version else _in_spec(have, p.specifier or "")
         if not same:
-            out.append(Finding("package-version", "error", "packages",
-                               f"{p.name} {have} is installed, the lock has {want}",
-                               f"{p.name}: installed {have}, locked {want}", fix,
-                               subject=p.name))
-    for name, version in sorted(installed.items()):
-        if name in locked:
-            continue
-        if name in TORCH_FAMILY or is_cuda_wheel(name):
-            out.append(Finding("package-unexpected", "warning", "packages",
-                               f"{name} {version} is installed but not in the lock",
+            differ.append({"name": p.name, "installed": have, "locked": want})
+    whole = "or reinstall the whole lock: " + reinstall_lock(ctx, lock, target)
+    if missing:
+        names = [m["name"] for m in missing]
+        n = len(names)
+        title = (f"{names[0]} is not installed" if n == 1 else
+                 f"{n} locked packages are missing: {names_title(names)}")
+        # nothing of the lock installed: installing the lock is the one fix
+        fixes = ((reinstall_lock(ctx, lock, target),) if n == len(target.packages) else
+                 (reinstall_packages(ctx, lock, target, names), whole))
+        out.append(Finding("package-missing", "error", "packages", title,
+                           "missing: " + ", ".join(f"{m['name']} {m['locked']}" for m in missing),
+                           fixes,
+                           subject=names[0] if n == 1 else None,
+                           extra={"items": missing}))
+    if differ:
+        names = [d["name"] for d in differ]
+        n = len(names)
+        d0 = differ[0]
+        title = (f"{d0['name']} {d0['installed']} is installed, the lock has {d0['locked']}"
+                 if n == 1 else f"{n} packages differ from the lock: " + names_title(
+                     [f"{d['name']} {d['installed']} (lock {d['locked']})" for d in differ], 3))
+        out.append(Finding("package-version", "error", "packages", title,
+                           "; ".join(f"{d['name']}: installed {d['installed']}, locked "
+                                     f"{d['locked']}" for d in differ),
+                           (reinstall_packages(ctx, lock, target, names), whole),
+                           subject=names[0] if n == 1 else None,
+                           extra={"items": differ}))
+    if target.closure == "full":  # a partial lock cannot say what is unexpected
+        extra_pkgs = [{"name": name, "installed": version}
+                      for name, version in sorted(installed.items())
+                      if name not in locked and (name in TORCH_FAMILY or is_cuda_wheel(name))]
+        if extra_pkgs:
+            names = [e["name"] for e in extra_pkgs]
+            title = (f"{names[0]} {extra_pkgs[0]['installed']} is installed but not in the lock"
+                     if len(names) == 1 else
+                     f"{len(names)} torch/CUDA wheels are installed but not in the lock: "
+                     f"{names_title(names)}")
+            out.append(Finding("package-unexpected", "warning", "packages", title,
                                "torch-family and CUDA wheels outside the lock change which "
-                               "libraries load", (f"pip uninstall -y {name}",),
-                               subject=name))
+                               "libraries load",
+                               (uninstall_packages(ctx, names),),
+                               subject=names[0] if len(names) == 1 else None,
+                               extra={"items": extra_pkgs}))
     return out
 
 
@@ -245,12 +294,13 @@ def _in_spec(version: str, spec: str) -> bool:
         return False
 
 
-def _package_files(target: LockTarget, snap: Snapshot,
-                   paths: Optional[Sequence[str]]) -> List[Finding]:
-    """Installed files of locked packages against their RECORD hashes."""
+def _package_files(lock: Lock, target: LockTarget, snap: Snapshot,
+                   paths: Optional[Sequence[str]], ctx: FixContext) -> List[Finding]:
+    """Installed files of locked packages against their RECORD hashes; one finding for all
+    changed packages, fixed by reinstalling their locked versions, hash-pinned."""
     from importlib import metadata
 
-    out: List[Finding] = []
+    changed: List[Tuple[str, List[str]]] = []
     want = {p.name for p in target.packages}
     dists = metadata.distributions(path=list(paths)) if paths else metadata.distributions()
     for dist in dists:
@@ -275,25 +325,41 @@ def _package_files(target: LockTarget, snap: Snapshot,
             if b64 != f.hash.value:
                 bad.append(str(f))
         if bad:
-            out.append(Finding("package-files", "error", "packages",
-                               f"{name}: {len(bad)} installed file(s) differ from its RECORD",
-                               "changed: " + ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""),
-                               (f"pip install --force-reinstall --no-deps {name}",),
-                               subject=name))
-    return out
+            changed.append((str(name), bad))
+    if not changed:
+        return []
+    names = [n for n, _ in changed]
+    title = (f"{names[0]}: {len(changed[0][1])} installed file(s) differ from its RECORD"
+             if len(changed) == 1 else
+             f"{len(changed)} packages have files that differ from their RECORD: "
+             f"{names_title(names)}")
+    detail = "; ".join(f"{n}: " + ", ".join(bad[:3]) + (" ..." if len(bad) > 3 else "")
+                       for n, bad in changed)
+    items = [{"name": n, "files": bad} for n, bad in changed]
+    return [Finding("package-files", "error", "packages", title, detail,
+                    (reinstall_packages(ctx, lock, target, names, force=True),),
+                    subject=names[0] if len(names) == 1 else None, extra={"items": items})]
 
 
 def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
+    """Per cause: system copies loading instead of the wheels' (one finding, whatever the
+    number of libraries, since one LD_LIBRARY_PATH entry is the cause), other versions
+    loading, several versions on the search path."""
     out: List[Finding] = []
     by_name: Dict[str, list] = {}
     for lib in snap.libraries:
         by_name.setdefault(lib.name, []).append(lib)
+    shadowed: List[Tuple[str, object, object, Optional[str]]] = []  # (lib, system, wheel, want)
     for key, names in _LOCK_TO_LIBS.items():
         want = target.libraries.get(key)
         for lname in names:
             copies = by_name.get(lname, [])
             sel = next((c for c in copies if c.selected), None)
-            if want and sel is not None and sel.version and not versions_agree(sel.version, want):
+            wheel = [c for c in copies if c.owner]
+            if sel is not None and sel.owner is None and wheel:
+                shadowed.append((lname, sel, wheel[0], want))
+            elif want and sel is not None and sel.version and not versions_agree(sel.version,
+                                                                                 want):
                 where = sel.owner or "a system copy"
                 fix: Tuple[str, ...] = ()
                 if sel.owner is None:
@@ -305,16 +371,6 @@ def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
                                    f"lib{lname} {sel.version} would load, the lock expects {want}",
                                    f"the loader picks {sel.path} ({where})", fix,
                                    subject=lname))
-            wheel = [c for c in copies if c.owner]
-            if sel is not None and sel.owner is None and wheel:
-                out.append(Finding("library-shadowed", "error", "library",
-                                   f"a system lib{lname} shadows the wheel's copy",
-                                   f"{sel.path} ({sel.version or 'unknown version'}) loads "
-                                   f"before {wheel[0].path} ({wheel[0].owner} "
-                                   f"{wheel[0].version or ''})".strip(),
-                                   (f"unset LD_LIBRARY_PATH or drop "
-                                    f"{os.path.dirname(sel.path or '')} from it",),
-                                   subject=lname))
             versions = {c.version for c in copies if c.version}
             if len(versions) > 1 and not (sel is not None and sel.owner is None and wheel):
                 out.append(Finding("library-duplicate", "warning", "library",
@@ -324,19 +380,52 @@ def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
                                    ("keep one copy: remove stale CUDA installs from "
                                     "LD_LIBRARY_PATH and uninstall unused nvidia-* wheels",),
                                    subject=lname))
+    if shadowed:
+        libs = ", ".join(f"lib{n}" for n, *_ in shadowed)
+        dirs = list(dict.fromkeys(os.path.dirname(getattr(s, "path", "") or "")
+                                  for _, s, _, _ in shadowed))
+        have = {getattr(s, "version", None) or "unknown version" for _, s, _, _ in shadowed}
+        wants = {w for *_, w in shadowed if w}
+        lock_says = f", the lock has {', '.join(sorted(wants))}" if wants else ""
+        title = (f"system {libs} {', '.join(sorted(have))} load"
+                 f"{'s' if len(shadowed) == 1 else ''} instead of the wheel's{lock_says}")
+        detail = "; ".join(f"{getattr(s, 'path', '')} ({getattr(s, 'version', None) or '?'}) "
+                           f"loads before {getattr(w, 'path', '')} ({getattr(w, 'owner', '')} "
+                           f"{getattr(w, 'version', None) or ''}".rstrip() + ")"
+                           for _, s, w, _ in shadowed)
+        items = [{"name": f"lib{n}", "loads": getattr(s, "path", ""),
+                  "version": getattr(s, "version", None) or "unknown",
+                  "instead_of": getattr(w, "path", ""), "locked": want or "unknown"}
+                 for n, s, w, want in shadowed]
+        out.append(Finding("library-shadowed", "error", "library", title, detail,
+                           (f"unset LD_LIBRARY_PATH or drop {' and '.join(dirs)} from it",),
+                           subject=shadowed[0][0] if len(shadowed) == 1 else None,
+                           extra={"items": items}))
     return out
 
 
-def _cuda_majors(snap: Snapshot) -> List[Finding]:
+def _cuda_majors(lock: Lock, target: LockTarget, snap: Snapshot,
+                 ctx: FixContext) -> List[Finding]:
     majors = cuda_majors_of(snap.packages)
     if len(majors) < 2:
         return []
     names = sorted(n for n in snap.packages if is_cuda_wheel(n))
+    import re
+
+    major = (target.torch.cuda or "").split(".")[0] if target.torch is not None else ""
+    locked = {p.name for p in target.packages}
+    # the wheels of the other CUDA major: by their -cuNN suffix when torch's is known
+    stray = [n for n in names
+             if (m := re.search(r"-cu(\d+)$", n)) and m.group(1) != major] if major else \
+        [n for n in names if canonicalize_name(n) not in locked]
+    fix = (f"{uninstall_packages(ctx, stray)} && {reinstall_lock(ctx, lock, target)}"
+           if stray else
+           "pip uninstall the wheels of the CUDA major torch does not use, then "
+           "reinstall the lock: " + reinstall_lock(ctx, lock, target))
     return [Finding("cuda-major-mix", "error", "packages",
                     f"nvidia-* wheels of CUDA {', '.join(map(str, majors))} in one environment",
-                    "installed: " + ", ".join(names[:8]),
-                    ("pip uninstall the wheels of the CUDA major torch does not use, then "
-                     "reinstall the lock",), subject="nvidia")]
+                    "installed: " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else ""),
+                    (fix,), subject="nvidia")]
 
 
 def _driver(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:

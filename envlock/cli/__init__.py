@@ -28,6 +28,7 @@ COMMANDS = {
     "fleet": "envlock.cli.fleet_cmd",
     "matrix": "envlock.cli.matrix_cmd",
     "explain": "envlock.cli.explain_cmd",
+    "completion": "envlock.cli.completion",
 }
 
 
@@ -44,6 +45,16 @@ class Output:
 
     def error(self, text: str) -> None:
         self.stderr.write(text + "\n")
+
+    #: colour on stdout (set by main: a TTY, no NO_COLOR, no --no-color)
+    color: bool = False
+
+    @property
+    def stdout_is_tty(self) -> bool:
+        try:
+            return self.stdout.isatty()
+        except (AttributeError, ValueError):
+            return False
 
     @property
     def stderr_is_tty(self) -> bool:
@@ -80,6 +91,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"envlock {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show a traceback on errors")
+    parser.add_argument("--no-color", action="store_true",
+                        help="no colour (also $NO_COLOR); accepted anywhere on the line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module in COMMANDS.items():
         if only is None or name == only:
@@ -99,7 +112,27 @@ def _command_of(args: Sequence[str]) -> Optional[str]:
 
 
 def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> int:
-    """Entry point of the console script. Returns (and, as a script, exits with) a code."""
+    """Entry point of the console script. Returns (and, as a script, exits with) a code.
+
+    ``--no-color`` is taken from anywhere on the line. Under ``--json`` a failure (exit
+    code 2 and above) also prints ``{"error": {"message", "hint", "code"}, "exit_code"}``
+    on stdout, so a script that parses stdout always gets JSON.
+    """
+    out = out or Output()
+    args_list: List[str] = list(sys.argv[1:] if argv is None else argv)
+    no_color = "--no-color" in args_list
+    args_list = [a for a in args_list if a != "--no-color"]
+    from envlock.cli.style import color_wanted
+
+    out.color = color_wanted(out.stdout, no_color_flag=no_color)
+    if "--json" not in args_list:
+        return _main(args_list, out)
+    from envlock.cli.jsonerr import run_json
+
+    return run_json(_main, args_list, out)
+
+
+def _main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> int:
     out = out or Output()
     args_list: List[str] = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list or bool(os.environ.get("ENVLOCK_DEBUG"))

@@ -75,7 +75,7 @@ def _read_logs(paths: List[str], out: Any) -> List[Tuple[str, str]]:
 
 def run(args: argparse.Namespace, out: Any) -> int:
     from envlock.checks.doctor import doctor
-    from envlock.cli.render import findings_text, junit_xml
+    from envlock.cli.render import junit_xml
     from envlock.matrix import get_matrix
 
     matrix = get_matrix()
@@ -99,7 +99,11 @@ def run(args: argparse.Namespace, out: Any) -> int:
         from envlock.checks.smoke import run_smoke
 
         gpus = [(g.index, g.compute_capability) for g in snap.visible_gpus() if not g.lost]
-        smoke = run_smoke(gpus, timeout=args.timeout)
+        from envlock.cli.progress import Progress
+
+        what = f"{len(gpus)} GPU" + ("s" if len(gpus) != 1 else "") if gpus else "gloo on CPU"
+        with Progress(out, f"smoke checks ({what}, up to {args.timeout:.0f}s each)"):
+            smoke = run_smoke(gpus, timeout=args.timeout)
     result = doctor(snap, matrix, logs=logs, smoke=smoke)
     if args.junit:
         from pathlib import Path
@@ -114,10 +118,20 @@ def run(args: argparse.Namespace, out: Any) -> int:
     if args.json:
         out.print(json.dumps(result.to_dict(), indent=2))
     else:
+        from envlock.cli.render import report_text
+        from envlock.cli.style import style_for
+
         where = args.snapshot or "this machine"
-        text = findings_text(result.findings, header=f"envlock doctor ({where})",
-                             verbose=args.verbose)
-        out.print(text)
+        n = sum(len(ids.split(", ")) for ids, _ in result.not_checked)
+        ok_text = ("no advisory explains the log" if args.log else "no known problem") + (
+            f" ({n} advisor{'y' if n == 1 else 'ies'} not checked, below)" if n else "")
+        out.print(report_text(result.findings, subject=f"doctor {where}", verbose=args.verbose,
+                              skipped=result.not_checked, ok_text=ok_text,
+                              style=style_for(out)))
+        if result.ruled_out and not args.verbose:
+            k = len(result.ruled_out)
+            out.print(f"the log points at {k} advisor{'y' if k == 1 else 'ies'} that this "
+                      f"machine's facts exclude (--verbose lists {'it' if k == 1 else 'them'})")
         if args.verbose:
             for r in result.ruled_out:
                 out.print(f"  ruled out: {r.advisory} (the log points at it; this machine has "

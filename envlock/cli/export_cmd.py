@@ -36,6 +36,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help=f"the lock to read (default {DEFAULT_LOCK})")
     p.add_argument("--target", metavar="NAME",
                    help="which target of the lock (needed when it has several)")
+    p.add_argument("--json", action="store_true",
+                   help="print what was exported as JSON (the text itself when -o is '-')")
+    p.add_argument("--only", metavar="NAME[,NAME...]",
+                   help="requirements/constraints: just these locked packages (what the "
+                        "fixes of `envlock verify` reinstall)")
     p.add_argument("-o", "--output", default="-", metavar="FILE",
                    help="file to write (default '-': standard output); written atomically. "
                         "For dockerfile: the build context directory (required)")
@@ -59,9 +64,30 @@ def _command(args: argparse.Namespace, target: str) -> str:
     if args.envlock_from:
         argv += ["--envlock-from", args.envlock_from, "--envlock-sha256",
                  args.envlock_sha256 or ""]
+    if getattr(args, "only", None):
+        argv += ["--only", args.only]
     if args.output != "-":
         argv += ["-o", args.output]
     return command_line(argv)
+
+
+def _only(args: argparse.Namespace, target: Any) -> Any:
+    """The target narrowed to ``--only`` packages; an unknown name is an input error."""
+    from dataclasses import replace
+
+    from packaging.utils import canonicalize_name
+
+    if not args.only:
+        return target
+    if args.format not in ("requirements", "constraints"):
+        raise UsageError("--only applies to --format requirements and constraints")
+    want = [str(canonicalize_name(n.strip())) for n in args.only.split(",") if n.strip()]
+    have = {p.name for p in target.packages}
+    unknown = [n for n in want if n not in have]
+    if unknown or not want:
+        raise UsageError(f"--only: target {target.name} does not lock "
+                         f"{', '.join(unknown) or 'any package by that name'}")
+    return replace(target, packages=tuple(p for p in target.packages if p.name in want))
 
 
 def run(args: argparse.Namespace, out: Any) -> int:
@@ -82,10 +108,25 @@ def run(args: argparse.Namespace, out: Any) -> int:
     if docker:
         return _dockerfile(args, lock, target, out)
     output = None if args.output == "-" else args.output
+    if args.only:
+        from dataclasses import replace
+
+        narrowed = _only(args, target)
+        lock = replace(lock, targets=tuple(narrowed if t.name == target.name else t
+                                           for t in lock.targets))
     result = export(lock, args.format, lock_path=args.lock, target=target.name,
                     command=_command(args, target.name), output=output)
     for warning in result.warnings:
         out.error("envlock: warning: " + warning.split("WARNING: ", 1)[-1])
+    if args.json:
+        import json
+
+        if output is not None:
+            atomic_write_text(Path(output), result.text)
+        out.print(json.dumps({"format": args.format, "lock": args.lock, "target": target.name,
+                              "output": output, "warnings": list(result.warnings),
+                              **({"text": result.text} if output is None else {})}, indent=2))
+        return ExitCode.OK
     if output is None:
         out.stdout.write(result.text)
         return ExitCode.OK
@@ -145,6 +186,13 @@ def _dockerfile(args: argparse.Namespace, lock: Any, target: Any, out: Any) -> i
         raise UsageError(f"cannot create {directory}: {exc.strerror}") from None
     for f in files:
         atomic_write_bytes(directory / f.name, f.data)
+    if getattr(args, "json", False):
+        import json
+
+        out.print(json.dumps({"format": "dockerfile", "lock": args.lock, "target": target.name,
+                              "output": str(directory), "files": [f.name for f in files]},
+                             indent=2))
+        return ExitCode.OK
     out.print(f"wrote {directory}/ (Dockerfile build context, target {target.name}: "
               f"{', '.join(f.name for f in files)})")
     return ExitCode.OK

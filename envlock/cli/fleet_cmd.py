@@ -167,7 +167,12 @@ def _live(args: argparse.Namespace, out: Any, started: float) -> int:
     stop = _StopOnSignal()
     stopped = False
     try:
-        with stop:
+        from envlock.cli.progress import Progress
+
+        # rank 0 waits for everyone: a status line on its terminal (never on other ranks)
+        with stop, Progress(out, f"fleet: waiting for {expected} node(s), up to "
+                                 f"{args.timeout:.0f}s",
+                            enabled=launch.rank == 0 and out.stderr_is_tty):
             try:
                 outcome = session.run()
             except Stopped as why:

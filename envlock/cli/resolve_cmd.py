@@ -25,7 +25,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                     "resolve the full closure into a pinned, hashed lock.",
         epilog="Preference: newest torch allowed, then newest CUDA line the driver runs, "
                "then fewest advisory overrides. Exit codes: 0 ok, 1 stale lock (--check), "
-               "2 usage/input error, 3 no build fits, 4 index error.")
+               "2 usage/input error, 3 no build fits, 4 index error, 6 requirements conflict, "
+               "7 sdist build failed or forbidden (--no-build).")
     p.add_argument("requirements", nargs="*", metavar="REQ",
                    help="more requirements to lock with torch (e.g. transformers torchvision)")
     p.add_argument("--gpu", action="append", default=[], metavar="NAME",
@@ -69,6 +70,14 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="revalidate every cached index page (default: reuse pages younger "
                         "than $ENVLOCK_INDEX_TTL seconds, 600, when the index sends no "
                         "caching headers)")
+    p.add_argument("--prerelease", default="if-necessary",
+                   choices=["if-necessary", "allow", "disallow", "explicit"],
+                   help="pre-release versions (uv's modes): if-necessary (default) only when "
+                        "no stable version satisfies, e.g. nltk==3.9b1; allow; disallow; "
+                        "explicit: only for requirements that name a pre-release")
+    p.add_argument("--no-build", action="store_true",
+                   help="never run an sdist's build backend to read its dependencies: an "
+                        "sdist that needs it is an error (exit 7)")
     p.add_argument("-o", "--output", default=DEFAULT_LOCK, metavar="FILE",
                    help=f"lock file to write (default {DEFAULT_LOCK}; '-' for stdout)")
     p.add_argument("--dry-run", action="store_true", help="resolve but do not write the lock")
@@ -104,6 +113,7 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
     from envlock.snapshot import load_snapshot
 
     lines, digests = requirement_lines_from_cli(args.requirements, args.requirement)
+    digests = _relative_to_lock(digests, args.output)
     reqs = parse_requirements(lines)
     spec, rest = torch_spec_from(reqs, args.torch)
     if args.from_snapshot:
@@ -128,7 +138,7 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         requirement_files=digests, offline=args.offline,
         indexes=tuple(redact(u) for u in config.indexes),
         pytorch_index=_pytorch_index(args, config), env=_parse_env(args.env),
-        together=args.together, prefer=args.prefer)
+        together=args.together, prefer=args.prefer, prerelease=args.prerelease)
 
 
 def _pytorch_index(args: argparse.Namespace, config: Any) -> str:
@@ -198,6 +208,22 @@ def _local_target(matrix: Any, args: argparse.Namespace) -> Any:
     return replace(base, driver=version, origin="this host", notes=(note,), separate=False)
 
 
+
+def _lock_dir(output: str) -> Path:
+    return Path.cwd() if output == "-" else Path(os.path.abspath(output)).parent
+
+
+def _relative_to_lock(digests: Dict[str, str], output: str) -> Dict[str, str]:
+    """Requirement-file paths as the lock records them: relative to the lock's directory
+    (POSIX separators), so ``--check`` works from any directory."""
+    base = _lock_dir(output)
+    out = {}
+    for path, digest in digests.items():
+        rel = os.path.relpath(os.path.abspath(path), base)
+        out[Path(rel).as_posix()] = digest
+    return out
+
+
 def _index_config(args: argparse.Namespace) -> Any:
     from envlock.index.config import load_index_config
 
@@ -231,7 +257,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
 
     client = IndexClient(config, cache_dir=cache_dir(), offline=args.offline,
                          on_request=progress.request if progress else None,
-                         refresh=args.refresh)
+                         refresh=args.refresh, no_build=args.no_build)
     try:
         lock = resolve(request, matrix, config, client=client, command=command.strip(),
                        on_event=progress.event if progress else None)
@@ -379,7 +405,9 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
     import hashlib
 
     from envlock.lock.io import load_lock
-    from envlock.resolve.target import hash_inputs
+    from envlock._files import read_user_bytes
+    from envlock.errors import EnvlockError
+    from envlock.resolve.target import hash_inputs, requirements_digest
 
     path = args.output if args.output != "-" else DEFAULT_LOCK
     lock = load_lock(path)
@@ -393,16 +421,27 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
     else:
         inputs = dict(lock.inputs)
         files = dict(inputs.get("requirement-files") or {})
+        base = _lock_dir(path)
         for f, digest in sorted(files.items()):
-            try:
-                data = Path(f).read_bytes()
-            except OSError:
+            # relative to the lock (older locks: to the directory envlock ran in)
+            where = [base / f] if not Path(f).is_absolute() else [Path(f)]
+            where.append(Path(f))
+            data = None
+            for candidate in where:
+                try:
+                    data = read_user_bytes(candidate, "requirements file")
+                    break
+                except EnvlockError:
+                    continue
+            if data is None:
                 reasons.append(f"requirements file {f} is gone")
                 continue
-            now = "sha256:" + hashlib.sha256(data).hexdigest()
-            if now != digest:
+            text = data.decode("utf-8", "replace")
+            now = requirements_digest(text)
+            legacy = "sha256:" + hashlib.sha256(data).hexdigest()
+            if digest not in (now, legacy):
                 reasons.append(f"{f} changed")
-            files[f] = now
+                files[f] = now
         inputs["requirement-files"] = files
         if inputs.get("matrix-version") != matrix.version:
             reasons.append(f"the matrix changed ({inputs.get('matrix-version')} -> "
@@ -411,6 +450,10 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
         if not reasons and hash_inputs(inputs) != lock.inputs_hash:
             reasons.append("the lock's recorded inputs do not match its inputs-hash "
                            "(edited by hand?)")
+    if getattr(args, "json", False):
+        out.print(json.dumps({"lock": path, "up_to_date": not reasons, "stale": reasons,
+                              "regenerate": lock.command if reasons else None}, indent=2))
+        return ExitCode.DRIFT if reasons else ExitCode.OK
     if reasons:
         for r in reasons:
             out.print(f"stale: {r}")

@@ -16,7 +16,12 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                        description="Record what this machine really has, as JSON "
                                    "(schema envlock.snapshot/1).")
     p.add_argument("-o", "--output", default="-", metavar="FILE",
-                   help="write here (default: stdout)")
+                   help="write here (default: stdout; on a terminal, the readable view)")
+    p.add_argument("--show", metavar="FILE", nargs="?", const="",
+                   help="print a snapshot file (or, without FILE, this machine) for people")
+    p.add_argument("-v", "--verbose", action="store_true", help="--show: every detail")
+    p.add_argument("--json", action="store_true",
+                   help="the JSON, even on a terminal (what -o and pipes get anyway)")
     p.add_argument("--deep", action="store_true",
                    help="also import torch in a child process: arch list, cuDNN/NCCL as torch "
                         "sees them, libraries actually loaded (needs torch)")
@@ -69,6 +74,15 @@ def live_snapshot(args: argparse.Namespace, *, probe_gpus: bool = True) -> Any:
 
 
 def run(args: argparse.Namespace, out: Any) -> int:
+    if args.show is not None and args.json:
+        from envlock.snapshot import load_snapshot
+
+        snap = load_snapshot(args.show) if args.show else live_snapshot(args)
+        out.stdout.write(snap.to_json())
+        return ExitCode.OK
+    if args.show is not None or (args.output == "-" and not args.json
+                                 and getattr(out, "stdout_is_tty", False)):
+        return _show(args, out)
     snap = live_snapshot(args)
     text = snap.to_json()
     if args.output == "-":
@@ -78,4 +92,22 @@ def run(args: argparse.Namespace, out: Any) -> int:
 
         atomic_write_text(Path(args.output), text)
         out.error(f"wrote {args.output}")
+    return ExitCode.OK
+
+
+def _show(args: argparse.Namespace, out: Any) -> int:
+    """The readable view: of a file (``--show FILE``), else of this machine."""
+    from envlock.cli.show import snapshot_text
+    from envlock.cli.style import style_for
+
+    if args.show:
+        from envlock.snapshot import load_snapshot
+
+        snap = load_snapshot(args.show)
+    else:
+        snap = live_snapshot(args)
+    out.print(snapshot_text(snap, source=args.show or "", verbose=args.verbose,
+                            style=style_for(out)))
+    if not args.show and args.output == "-":
+        out.error("(the JSON: envlock snapshot -o FILE, or pipe it)")
     return ExitCode.OK

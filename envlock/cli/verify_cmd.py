@@ -40,7 +40,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 
 def run(args: argparse.Namespace, out: Any) -> int:
     from envlock.checks.verify import choose_target, verify
-    from envlock.cli.render import findings_text, junit_xml
+    from envlock.cli.render import junit_xml, report_text
+    from envlock.cli.style import style_for
     from envlock.lock.io import atomic_write_text, load_lock
     from envlock.matrix import get_matrix
 
@@ -56,16 +57,27 @@ def run(args: argparse.Namespace, out: Any) -> int:
         snap = take_snapshot(deep=args.deep, probe_gpus=args.stage == "runtime",
                              python=args.python)
     target = choose_target(lock, snap, matrix, args.target)
-    result = verify(lock, target, snap, matrix, stage=args.stage, check_hashes=args.hashes)
+    from envlock.checks.fixes import FixContext
+
+    paths = None
+    if args.hashes and args.python and not args.snapshot:  # the files of that environment
+        from envlock.probe.interpreter import describe_interpreter
+
+        paths = describe_interpreter(args.python).path
+    result = verify(lock, target, snap, matrix, stage=args.stage, check_hashes=args.hashes,
+                    paths=paths, fixes=FixContext(lock_path=args.lock, python=args.python))
     if args.junit:
         atomic_write_text(Path(args.junit), junit_xml("verify", result.checked, result.findings,
                                                       result.skipped))
     if args.json:
         out.print(json.dumps(result.to_dict(), indent=2))
     else:
-        header = f"envlock verify {args.lock} target {target.name} ({args.stage})"
-        out.print(findings_text(result.findings, header=header, verbose=args.verbose,
-                                skipped=result.skipped))
+        where = args.snapshot or "this machine"
+        named = "" if args.lock == "envlock.lock" else f"{args.lock}, "
+        subject = f"{target.name} lock ({named}{args.stage})"
+        out.print(report_text(result.findings, subject=subject, verbose=args.verbose,
+                              skipped=result.skipped, style=style_for(out),
+                              ok_text=f"{where} matches"))
     failed = not result.ok or (args.strict and any(f.severity == "warning"
                                                    for f in result.findings))
     return ExitCode.DRIFT if failed else ExitCode.OK

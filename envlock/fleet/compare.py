@@ -206,6 +206,13 @@ def compare_fleet(nodes: Sequence[NodeInput], *, expected: int, lock: object = N
                 key = repr(sorted(f.to_dict().items()))
                 lock_values[key] = f
                 lock_found.setdefault(key, []).extend(hosts)
+        elif lock is None and rep is not None and rep.snapshot is not None:
+            # issue 17: known-bad combinations are judged without a lock too (a fleet whose
+            # every Fabric Manager is down agrees with itself, and is still broken)
+            for f in _advisories(rep.snapshot, matrix):
+                key = repr(sorted(f.to_dict().items()))
+                lock_values[key] = f
+                lock_found.setdefault(key, []).extend(hosts)
     for key, where in lock_found.items():
         located.append(Located(lock_values[key], tuple(where)))
     if missing:
@@ -322,6 +329,16 @@ def _lock_findings(snapshot: Snapshot, lock: object, matrix: object,
                         subject="target")], None
     result = verify(lock, target, snapshot, matrix)  # type: ignore[arg-type]
     return list(result.findings), target.name
+
+
+def _advisories(snapshot: Snapshot, matrix: object) -> List[Finding]:
+    """The advisories that apply to one representative (what ``doctor`` reports)."""
+    from envlock.checks.advisories import advisory_findings
+    from envlock.checks.facts import facts_from_snapshot
+    from envlock.matrix import get_matrix
+
+    m = matrix if matrix is not None else get_matrix()
+    return advisory_findings(m, facts_from_snapshot(snapshot, m))  # type: ignore[arg-type]
 
 
 def _missing_finding(missing: Sequence[Missing], timeout: Optional[float]) -> Finding:

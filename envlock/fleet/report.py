@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from envlock.cli.render import findings_text
+from envlock.cli.render import report_text, summary
 from envlock.fleet.compare import FleetResult, Group, hosts_text
 
 __all__ = ["SCHEMA", "report_dict", "fleet_text"]
@@ -60,7 +60,8 @@ def fleet_text(result: FleetResult, *, header: str, strict: bool = False,
     """Groups of nodes, what differs, the fixes: readable in five seconds."""
     seen = sum(len(g.hosts) for g in result.groups)
     n_groups = len(result.groups)
-    state = "drift" if result.failed(strict) else "ok"
+    # the answer: ok, or how many problems and how many block training (issue 17)
+    state = summary([x.finding for x in result.findings]) if result.failed(strict) else "ok"
     nodes = f"{result.nodes} node{'s' if result.nodes != 1 else ''}"
     groups = f"{n_groups} group{'s' if n_groups != 1 else ''}"
     lines = [f"{header}: {seen} of {nodes} answered, {groups}, {state}"]
@@ -79,5 +80,6 @@ def fleet_text(result: FleetResult, *, header: str, strict: bool = False,
         if x.hosts and set(x.hosts) != everyone and not f.id.startswith("fleet-"):
             f = replace(f, title=f"{f.title} (on {hosts_text(x.hosts, 3)})")
         shown.append(f)
-    lines.append(findings_text(shown, header="findings", verbose=verbose))
+    if shown:  # one entry per cause, with its fix (the first line is the one above)
+        lines += report_text(shown, subject="findings", verbose=verbose).splitlines()[1:]
     return "\n".join(lines)

@@ -6,6 +6,9 @@
 * every result cached on disk: pages through HTTP validation, metadata by index URL and
   file hash (so it never goes stale, and one index cannot plant metadata for another);
   every cache path is a digest envlock computes, never text an index sent;
+* an sdist's metadata from its PKG-INFO only when that is reliable (Metadata-Version >= 2.2,
+  Requires-Dist not dynamic, PEP 643); otherwise built by its PEP 517 backend
+  (:mod:`envlock.index.sdist_build`) and cached by the sdist's sha256;
 * a hostile or broken index ends in one :class:`IndexError_` (exit 4): pages are checked
   at the boundary (see :mod:`envlock.index.pages`), requests have a total deadline and a
   size cap (:mod:`envlock.index.http`);
@@ -19,7 +22,6 @@ import io
 import json
 import os
 import struct
-import tarfile
 import threading
 import zipfile
 import zlib
@@ -56,8 +58,10 @@ class IndexClient:
     def __init__(self, config: IndexConfig, *, cache_dir: Optional[Path] = None,
                  offline: bool = False, max_workers: Optional[int] = None,
                  on_request: Optional[Callable[[str], None]] = None,
-                 refresh: bool = False) -> None:
+                 refresh: bool = False, no_build: bool = False) -> None:
         self.config = config
+        #: ``--no-build``: an sdist whose metadata must be built is an error instead
+        self.no_build = no_build
         self.cache_dir = cache_dir
         self.offline = offline
         self.transport = Transport(config, cache_dir, offline=offline, on_request=on_request,
@@ -69,6 +73,12 @@ class IndexClient:
         self._lock = threading.Lock()
         self._pages: Dict[Tuple[str, str], "Future[Optional[ProjectPage]]"] = {}
         self._meta: Dict[Tuple[str, str, str], "Future[Metadata]"] = {}
+        # builds are CPU- and disk-heavy: one at a time
+        self._build_lock = threading.Lock()
+        if not offline:
+            # importing requests and building the TLS context take a few hundred ms:
+            # overlap them with the caller's own start-up instead of the first request
+            self._submit(self.transport._get_session)
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "IndexClient":
@@ -166,7 +176,7 @@ class IndexClient:
             return
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(p, page_to_cache(page))
+            atomic_write_bytes(p, page_to_cache(page), durable=False)
         except (OSError, EnvlockError):
             pass
 
@@ -201,6 +211,8 @@ class IndexClient:
         return path
 
     def _fetch_metadata(self, dist: Dist) -> Metadata:
+        if not dist.is_wheel:
+            return self._sdist_metadata(dist)
         path = self._meta_path(dist)
         if path is not None:
             try:
@@ -255,8 +267,73 @@ class IndexClient:
                     EOFError, NotImplementedError) as exc:
                 raise IndexError_(f"{dist.filename}: unreadable wheel "
                                   f"({_first_line(exc)})") from None
-        data = self.download(dist)
-        return _sdist_pkg_info(data, dist.filename)
+        raise IndexError_(f"{dist.filename}: not a wheel")
+
+    # -- sdists ----------------------------------------------------------------------------
+    def _built_path(self, sha256: Optional[str]) -> Optional[Path]:
+        """Built metadata is a function of the sdist's bytes: keyed by their (checked)
+        sha256, a name envlock computes."""
+        if self.cache_dir is None or not valid_digest("sha256", sha256):
+            return None
+        ident = str(sha256).lower()  # 64 hex digits, checked above
+        return self.cache_dir / "built-metadata" / ident[:2] / f"{ident}.metadata"
+
+    def _sdist_metadata(self, dist: Dist) -> Metadata:
+        """PKG-INFO when it is reliable, else the metadata its build backend produces."""
+        from envlock.index.sdist_build import (
+            BuildSettings,
+            build_metadata,
+            needs_build,
+            pkg_info,
+        )
+
+        path = self._meta_path(dist)
+        for p in (path, self._built_path(dist.sha256)):
+            if p is None:
+                continue
+            try:
+                blob = p.read_bytes()
+            except OSError:
+                continue
+            if p != path or not needs_build(blob):
+                return parse_metadata(blob)
+        if self.offline:
+            raise OfflineError(f"metadata of {dist.filename} is not in the cache and "
+                               f"--offline forbids the network")
+        if dist.metadata is not None:
+            blob = self._metadata_bytes(dist)  # the PEP 658 file, hash-checked
+            if not needs_build(blob):
+                self._store(path, blob)
+                return parse_metadata(blob)
+        data = self.download(dist)  # checked against the index's sha256
+        sha = dist.sha256 or hashlib.sha256(data).hexdigest()
+        info = pkg_info(data, dist.filename)
+        if info is not None and not needs_build(info):
+            self._store(path, info)
+            return parse_metadata(info)
+        built_path = self._built_path(sha)
+        if built_path is not None:
+            try:
+                return parse_metadata(built_path.read_bytes())
+            except OSError:
+                pass
+        settings = BuildSettings(index_url=self.config.index_url,
+                                 extra_index_urls=tuple(self.config.extra_index_urls),
+                                 find_links=tuple(self.config.find_links))
+        with self._build_lock:
+            built = build_metadata(data, dist.filename, dist.name, settings,
+                                   no_build=self.no_build)
+        self._store(built_path, built)
+        return parse_metadata(built)
+
+    def _store(self, path: Optional[Path], blob: bytes) -> None:
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, blob)  # durable: a torn entry would lose dependencies
+        except (OSError, EnvlockError):
+            pass
 
     # -- whole files and ranges ----------------------------------------------------------
     def remote_zip(self, dist: Dist) -> RemoteZip:
@@ -351,22 +428,3 @@ def parse_page(body: bytes, content_type: str, url: str, index: str,
 def _first_line(exc: BaseException) -> str:
     text = str(exc).replace("\r", " ").replace("\n", " ")
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _sdist_pkg_info(data: bytes, filename: str) -> bytes:
-    try:
-        if filename.endswith(".zip"):
-            with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                for name in zf.namelist():
-                    if name.count("/") == 1 and name.endswith("/PKG-INFO"):
-                        return zf.read(name)
-        else:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
-                for member in tf.getmembers():
-                    if member.name.count("/") == 1 and member.name.endswith("/PKG-INFO"):
-                        f = tf.extractfile(member)
-                        if f is not None:
-                            return f.read()
-    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
-        raise IndexError_(f"{filename}: unreadable sdist ({exc})") from None
-    raise IndexError_(f"{filename}: sdist without PKG-INFO")

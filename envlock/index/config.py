@@ -146,6 +146,8 @@ def redact(url: str) -> str:
     userinfo is whatever sits between ``//`` and the last ``@`` of the authority, and it is
     removed without asking urllib to understand the rest.
     """
+    if "@" not in url:
+        return url  # no userinfo possible (the common case, thousands of times per page)
     scheme_end = url.find("//")
     if scheme_end < 0:
         return url

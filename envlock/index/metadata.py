@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from email.parser import BytesHeaderParser
+from functools import lru_cache
 from typing import List, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -27,24 +28,23 @@ class Metadata:
     unparsed: Tuple[str, ...] = ()
 
     def requirements(self) -> List[Requirement]:
-        out = []
-        for text in self.requires_dist:
-            try:
-                out.append(Requirement(text))
-            except InvalidRequirement:
-                continue
-        return out
+        return [r for r in (_requirement(t) for t in self.requires_dist) if r is not None]
+
+
+@lru_cache(maxsize=1 << 14)
+def _requirement(text: str) -> Optional[Requirement]:
+    """One parse per distinct Requires-Dist string (they repeat across versions); the
+    result is shared, so callers must not mutate it."""
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
 
 
 def parse_metadata(blob: bytes) -> Metadata:
     msg = BytesHeaderParser().parsebytes(blob)
     reqs = tuple(v.strip() for v in (msg.get_all("Requires-Dist") or []))
-    bad = []
-    for r in reqs:
-        try:
-            Requirement(r)
-        except InvalidRequirement:
-            bad.append(r)
+    bad = [r for r in reqs if _requirement(r) is None]
     return Metadata(
         name=(msg.get("Name") or "").strip(),
         version=(msg.get("Version") or "").strip(),

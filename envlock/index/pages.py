@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import lru_cache
 from html.parser import HTMLParser
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 from urllib.parse import urldefrag, urljoin
@@ -49,20 +50,12 @@ class Dist:
     size: Optional[int] = None
     upload_time: Optional[str] = None  # PEP 700, JSON pages only
 
-    @cached_property
+    @property
     def parsed(self) -> Optional[Tuple[str, Version, BuildTag, FrozenSet[Tag], str]]:
         """(name, version, build, tags, kind) or None for a file we cannot use."""
-        fn = self.filename
-        try:
-            if fn.endswith(".whl"):
-                name, version, build, tags = parse_wheel_filename(fn)
-                return str(name), version, build, tags, "wheel"
-            if fn.endswith((".tar.gz", ".zip")):
-                name, version = parse_sdist_filename(fn)
-                return str(name), version, (), frozenset(), "sdist"
-        except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-            return None
-        return None
+        # A module-level LRU, not functools.cached_property: that takes one lock per
+        # class in Python < 3.12, and the resolver's threads queued on it (measured).
+        return _parse_filename(self.filename)
 
     @property
     def name(self) -> str:
@@ -82,6 +75,20 @@ class Dist:
         return self.hashes.get("sha256")
 
 
+@lru_cache(maxsize=1 << 16)
+def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet[Tag], str]]:
+    try:
+        if fn.endswith(".whl"):
+            name, version, build, tags = parse_wheel_filename(fn)
+            return str(name), version, build, tags, "wheel"
+        if fn.endswith((".tar.gz", ".zip")):
+            name, version = parse_sdist_filename(fn)
+            return str(name), version, (), frozenset(), "sdist"
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+    return None
+
+
 @dataclass(frozen=True)
 class ProjectPage:
     name: str
@@ -93,6 +100,12 @@ class ProjectPage:
 #: hex digits per algorithm: a digest of any other shape is not a digest
 _HEX_LEN = {"sha256": 64, "sha384": 96, "sha512": 128}
 _HEX = frozenset("0123456789abcdef")
+#: the same checks as regular expressions (one C call instead of a Python loop per
+#: character: pages hold thousands of files, and every cached page is checked again)
+_HEX_RE = re.compile(r"[0-9a-fA-F]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PLAIN_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9._~/%+=,@-]*"
+                        r"(#[A-Za-z0-9=]+)?")
 
 
 class MalformedPage(ValueError):
@@ -102,7 +115,7 @@ class MalformedPage(ValueError):
 def valid_digest(algo: str, value: object) -> bool:
     """Whether ``value`` is a ``algo`` digest: exactly the right number of hex digits."""
     return (isinstance(value, str) and len(value) == _HEX_LEN.get(algo, -1)
-            and set(value.lower()) <= _HEX)
+            and _HEX_RE.fullmatch(value) is not None)
 
 
 def _clean_hashes(raw: Mapping[str, object], where: str) -> Dict[str, str]:
@@ -126,7 +139,7 @@ def _bad_filename(filename: str) -> Optional[str]:
         return "a path, not a file name"
     if filename in (".", "..") or filename.startswith(".."):
         return "a relative path"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in filename):
+    if _CONTROL.search(filename):
         return "control characters"
     if len(filename) > 255:
         return "a name over 255 characters"
@@ -166,6 +179,8 @@ def _metadata_hashes(raw: Mapping[str, object], where: str) -> Optional[Dict[str
 
 
 def _join(base: str, href: str, where: str) -> str:
+    if _PLAIN_URL.fullmatch(href) and "/." not in href:
+        return href  # absolute, plain ASCII, no dot segments (PyPI's links): urljoin's answer
     try:
         return urljoin(base, href)
     except ValueError as exc:
@@ -185,9 +200,21 @@ def _make_dist(filename: str, url: str, index: str, project: str, page_url: str,
     if scheme not in allowed:
         raise MalformedPage(f"{filename}: link to a {scheme}: URL")
     d = Dist(filename=filename, url=url, index=index, **kw)
-    if d.parsed is None or d.parsed[0] != canonicalize_name(project):
+    if filename.endswith(".whl"):
+        # A wheel's project is its first dash-separated field: that check is cheap, and the
+        # full parse (version, tags) waits until a resolver looks at the file. A file that
+        # does not parse then is ignored there (``parsed`` is None, ``is_wheel`` False).
+        if _canon(filename.split("-", 1)[0]) != _canon(project):
+            return None
+        return d
+    if d.parsed is None or d.parsed[0] != _canon(project):
         return None
     return d
+
+
+@lru_cache(maxsize=4096)
+def _canon(name: str) -> str:
+    return str(canonicalize_name(name))
 
 
 class _AnchorParser(HTMLParser):

@@ -17,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envlock import __version__
-from envlock.errors import IndexError_, OfflineError
+from envlock.errors import ConflictError, IndexError_, NoCandidateError, OfflineError
 from envlock.families import library_of_package
 from envlock.index.config import IndexConfig, redact
 from envlock.lock.model import (
@@ -41,10 +41,12 @@ from envlock.resolve.hardware import (
 from envlock.resolve.reach import torch_unavailable, way_out
 from envlock.resolve.sources import SourcePolicy
 from envlock.resolve.target import ResolveRequest, TargetSpec
+from envlock.versions import V
 
 if TYPE_CHECKING:
     from envlock.index.client import IndexClient
     from envlock.resolve.closure import Req
+    from envlock.resolve.torch_needs import TorchNeed
 
 __all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
 
@@ -106,12 +108,72 @@ def _wanted_versions(matrix: Matrix, variant: TorchVariant,
     return companion_versions(matrix.companions, variant.release)
 
 
+def _torch_from_requirements(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
+                             client: "IndexClient", target: Target) -> List["TorchNeed"]:
+    """What the requirements' metadata says of torch, torchvision, torchaudio, triton."""
+    if not request.requirements:
+        return []
+    from envlock.resolve.closure import Finder
+    from envlock.resolve.torch_needs import torch_needs
+
+    finder = Finder(client, SourcePolicy(config, config.index_url), target,
+                    prerelease=request.prerelease,
+                    explicit_prereleases=_explicit(request.requirements))
+    return torch_needs(finder, request.requirements, target.markers)
+
+
+def _choose(matrix: Matrix, spec: TargetSpec, request: ResolveRequest,
+            needs: Sequence["TorchNeed"]) -> Tuple[Choice, List[str]]:
+    """The hardware choice among the builds the requirements allow, and the needs that
+    narrowed it.
+
+    First every need (the newest versions of the requirements, as the resolver will try
+    them first). If that leaves nothing, only the needs of exactly pinned requirements:
+    an unpinned requirement can still fall back to an older version that suits the build,
+    which the closure's backtracking finds. When the pinned needs contradict ``--torch``
+    (or each other) that is a requirements conflict; when they leave no build the hardware
+    runs, the error names both.
+    """
+    from envlock.resolve.torch_needs import narrowed_spec
+
+    wants = tuple(str(r) for r in request.requirements)
+    torch_all, lines_all = narrowed_spec(matrix, request.torch, needs)
+    pinned = [n for n in needs if n.pinned]
+    torch_pinned, lines_pinned = narrowed_spec(matrix, request.torch, pinned)
+    if lines_all:
+        try:
+            return choose_variant(matrix, spec, torch_all, request.cuda, wants,
+                                  prefer=request.prefer), lines_all
+        except NoCandidateError:
+            pass  # below: only the pinned requirements' needs, or none
+    if not lines_pinned:
+        return choose_variant(matrix, spec, request.torch, request.cuda, wants,
+                              prefer=request.prefer), []
+    if not any(torch_pinned.contains(V(r), prereleases=True) for r in matrix.torch_releases):
+        asked = f"torch{request.torch} (requested); " if str(request.torch) else ""
+        raise ConflictError(f"the requirements' torch constraints cannot all hold: {asked}"
+                            + "; ".join(lines_pinned))
+    try:
+        return choose_variant(matrix, spec, torch_pinned, request.cuda, wants,
+                              prefer=request.prefer), lines_pinned
+    except NoCandidateError as exc:
+        raise NoCandidateError(f"no torch build fits both the requirements "
+                               f"({'; '.join(lines_pinned)}) and the hardware: {exc.message}",
+                               hint=exc.hint) from None
+
+
+def _explicit(requirements: Sequence[Requirement]) -> List[str]:
+    from envlock.resolve.closure import opts_into_prereleases
+
+    return [r.name for r in requirements if opts_into_prereleases(r.specifier)]
+
+
 def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                     client: "IndexClient", spec: TargetSpec,
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
-    choice = choose_variant(matrix, spec, request.torch, request.cuda,
-                            tuple(str(r) for r in request.requirements),
-                            prefer=request.prefer)
+    target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
+    needs = _torch_from_requirements(request, matrix, config, client, target)
+    choice, narrowed_by = _choose(matrix, spec, request, needs)
     family_note = _check_family(matrix, request, spec, choice)
     fallback: List[str] = []
     if not request.offline:
@@ -121,8 +183,9 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     tindex = torch_index_url(v, config, request.pytorch_index)
     if on_event:
         on_event(f"{spec.name}: torch {v.version_string} ({v.tag}) from {redact(tindex)}")
-    target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
     decision = list(choice.decision)
+    if narrowed_by:
+        decision.insert(1, "torch narrowed by the requirements: " + "; ".join(narrowed_by))
     decision[1:1] = list(spec.notes) + ([family_note] if family_note else []) + fallback
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
@@ -131,7 +194,8 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         if request.offline and not client.is_cached(tindex, "torch"):
             raise OfflineError(f"the index page of torch on {redact(tindex)} is not cached")
         packages, resolved_versions = _closure(request, matrix, client, config, target, v,
-                                               tindex, overrides, on_event)
+                                               tindex, overrides, on_event,
+                                               _override_origins(advisories))
         # Re-judge advisories on the real pins (the index may pin what the matrix did not,
         # and the closure is the complete package list: may-apply ones get decided).
         libs = libraries_of(resolved_versions, derived)
@@ -147,7 +211,8 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
             decision.append("re-resolved with overrides after reading the index's pins: "
                             + ", ".join(extra))
             packages, resolved_versions = _closure(request, matrix, client, config, target,
-                                                   v, tindex, overrides, on_event)
+                                                   v, tindex, overrides, on_event,
+                                                   _override_origins(advisories))
     except OfflineError as exc:
         if not request.offline:
             raise
@@ -196,8 +261,6 @@ def _reachable_choice(request: ResolveRequest, matrix: Matrix, config: IndexConf
     release, a CUDA line that qualifies by the same rules) from an index that does, with a
     decision line saying so; else an index error naming the ways out."""
     from packaging.specifiers import SpecifierSet
-
-    from envlock.errors import NoCandidateError
 
     down: Dict[str, str] = {}
     first = choice.variant
@@ -252,8 +315,6 @@ def _other_builds(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
                   down: Optional[Dict[str, str]] = None) -> List[TorchVariant]:
     """Qualifying builds on other CUDA lines (any allowed release), best first, for the
     ``--cuda`` way out of an index error."""
-    from envlock.errors import NoCandidateError
-
     avoid = set(down or {}) | {torch_index_url(variant, config, request.pytorch_index)}
     try:
         c = choose_variant(matrix, spec, request.torch, None,
@@ -287,7 +348,7 @@ def _check_family(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
         return None
     from dataclasses import replace
 
-    from envlock.errors import NoCandidateError, UsageError
+    from envlock.errors import UsageError
 
     reqs = tuple(str(r) for r in request.requirements)
     keys: Dict[str, object] = {}
@@ -375,15 +436,24 @@ def _rejudge(matrix: Matrix, spec: TargetSpec, choice: Choice,
 def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
              config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
              overrides: Dict[str, Requirement],
-             on_event: Optional[Callable[[str], None]]) -> Tuple[List[LockedPackage],
-                                                                 Dict[str, str]]:
-    from envlock.resolve.closure import Finder, Req, reqs_from, resolve_closure
+             on_event: Optional[Callable[[str], None]],
+             why: Optional[Dict[str, str]] = None) -> Tuple[List[LockedPackage],
+                                                            Dict[str, str]]:
+    from envlock.resolve.closure import (
+        Finder,
+        Req,
+        apply_overrides_to_direct,
+        reqs_from,
+        resolve_closure,
+    )
 
     policy = SourcePolicy(config, tindex)
     finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements),
-                    allowed_for=v.version_string)
+                    allowed_for=v.version_string, prerelease=request.prerelease,
+                    explicit_prereleases=_explicit(request.requirements))
     reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
-    reqs += reqs_from(request.requirements, target.markers)
+    reqs += apply_overrides_to_direct(reqs_from(request.requirements, target.markers),
+                                      overrides, why or {})
     # The matrix already knows torch's Requires-Dist: start fetching those pages and
     # metadata now, in parallel with torch's own (often slow, range-read) metadata.
     finder.prefetch(reqs[0])  # the critical path first: torch's page and metadata
@@ -407,6 +477,18 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     if on_event:
         on_event(f"resolved {len(packages)} packages")
     return packages, versions
+
+
+def _override_origins(advisories: Sequence[AppliedAdvisory]) -> Dict[str, str]:
+    """package name -> the advisory whose override pins it (for conflict messages)."""
+    out: Dict[str, str] = {}
+    for a in advisories:
+        for text in a.override:
+            try:
+                out[str(canonicalize_name(Requirement(text).name))] = f"advisory {a.id}"
+            except Exception:  # noqa: BLE001
+                continue
+    return out
 
 
 def _parse_all(texts: Sequence[str]) -> List[Requirement]:

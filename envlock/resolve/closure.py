@@ -34,16 +34,38 @@ from packaging.version import Version
 from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
-from envlock.errors import InputError, NoCandidateError
+from envlock.errors import ConflictError, InputError
 from envlock.index.client import IndexClient
 from envlock.index.config import redact
 from envlock.index.pages import Dist
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 
-__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "companion_versions"]
+__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "companion_versions",
+           "PRERELEASE_MODES", "opts_into_prereleases", "apply_overrides_to_direct"]
 
 PYTHON = "<python>"
+
+#: ``--prerelease`` modes, as uv names them. ``if-necessary`` (the default): stable versions
+#: only, unless no stable version satisfies the constraints, then pre-releases (so
+#: ``nltk==3.9b1`` or ``pkg>=2.0rc1`` with no stable 2.x resolve, as PEP 440 allows);
+#: ``allow``: pre-releases compete with stable ones; ``disallow``: never; ``explicit``:
+#: the if-necessary fallback only for direct requirements whose specifier names a
+#: pre-release, never for anything else.
+PRERELEASE_MODES = ("if-necessary", "allow", "disallow", "explicit")
+
+
+def opts_into_prereleases(spec: SpecifierSet) -> bool:
+    """Whether a specifier names a pre-release (``!=`` excluding one does not count)."""
+    for s in spec:
+        if s.operator == "!=":
+            continue
+        try:
+            if Version(s.version.rstrip(".*").rstrip(".")).is_prerelease:
+                return True
+        except Exception:  # noqa: BLE001 - '===' arbitrary strings
+            continue
+    return False
 
 
 @dataclass(frozen=True)
@@ -93,11 +115,19 @@ class Finder:
 
     def __init__(self, client: IndexClient, policy: SourcePolicy, target: Target,
                  allowed_versions: Optional[Mapping[str, Set[str]]] = None,
-                 allowed_for: str = "") -> None:
+                 allowed_for: str = "",
+                 prerelease: str = "if-necessary",
+                 explicit_prereleases: Iterable[str] = ()) -> None:
         self.client = client
+        self.prerelease = prerelease
+        self.explicit = {canonicalize_name(n) for n in explicit_prereleases}
         self.policy = policy
         self.target = target
         self.tag_rank: Dict[Tag, int] = {t: i for i, t in enumerate(target.tags)}
+        self.tag_rank_str: Dict[str, int] = {str(t): i for t, i in self.tag_rank.items()}
+        self._tag_parts = (frozenset(t.interpreter for t in self.tag_rank),
+                           frozenset(t.platform for t in self.tag_rank))
+        self._matching: Dict[Tuple[str, str], List[Cand]] = {}
         self.python = Version(f"{target.python.rstrip('t')}.0")
         self.env = target.markers
         self.allowed = {canonicalize_name(k): v for k, v in (allowed_versions or {}).items()}
@@ -144,7 +174,15 @@ class Finder:
             return None
         index, dists = found
         by_version: Dict[Version, List[Tuple[Tuple[int, ...], Dist]]] = {}
+        rank_of = self.tag_rank_str
         for d in dists:
+            fn = d.filename
+            if fn.endswith(".whl"):
+                # Most wheels on a page are for other platforms or Pythons: reject them by
+                # their filename's tag triple, before any parsing (the expensive part).
+                best = _fast_rank(fn, rank_of, self._tag_parts)
+                if best is None:
+                    continue
             p = d.parsed
             if p is None or p[0] != name:
                 continue
@@ -174,23 +212,36 @@ class Finder:
 
     def matching(self, req_spec: SpecifierSet, name: str, block: bool = True,
                  on_pending: Optional[Any] = None) -> Optional[List[Cand]]:
+        """Candidates inside ``req_spec``, best first, under the pre-release mode.
+
+        Yanked files count only for an exact pin (PEP 592).
+        """
+        key = (canonicalize_name(name), str(req_spec))
+        with self._lock:
+            hit = self._matching.get(key)
+        if hit is not None:
+            return list(hit)
         cands = self.candidates(name, block, on_pending)
         if cands is None:
             return None
+        out = self._select(req_spec, name, cands)
+        with self._lock:
+            self._matching[key] = out
+        return list(out)
+
+    def _select(self, req_spec: SpecifierSet, name: str, cands: List[Cand]) -> List[Cand]:
         exact = any(s.operator in ("==", "===") for s in req_spec)
-        finals = [c for c in cands if not c.version.is_prerelease]
-        pool = finals if finals else cands
-        out = []
-        for c in pool:
-            if not req_spec.contains(c.version, prereleases=True):
-                continue
-            if c.best.yanked is not None and not exact:
-                continue
-            out.append(c)
-        if not out and not exact:
-            out = [c for c in cands if req_spec.contains(c.version, prereleases=True)
-                   and c.best.yanked is None]
-        return out
+        inside = [c for c in cands if (exact or c.best.yanked is None)
+                  and _contains(req_spec, c.version)]
+        mode = self.prerelease
+        if mode == "allow":
+            return inside
+        stable = [c for c in inside if not c.version.is_prerelease]
+        if stable or mode == "disallow":
+            return stable
+        if mode == "explicit" and canonicalize_name(name) not in self.explicit:
+            return []
+        return inside
 
     # -- prefetch ------------------------------------------------------------------------
     def prefetch(self, req: Req) -> None:
@@ -235,6 +286,26 @@ class Finder:
         return reqs, meta.requires_python
 
 
+_SAT: Dict[Tuple[int, Version], Tuple[SpecifierSet, bool]] = {}
+_SAT_LOCK = threading.Lock()
+
+
+def _contains(spec: SpecifierSet, version: Version) -> bool:
+    """``spec.contains`` memoised by the specifier's identity: resolvelib asks the same
+    question many times, and hashing a SpecifierSet costs more than the answer. The value
+    keeps the specifier alive, so its id cannot be reused while the entry exists."""
+    key = (id(spec), version)
+    hit = _SAT.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    ok = spec.contains(version, prereleases=True)
+    with _SAT_LOCK:
+        if len(_SAT) > 200_000:
+            _SAT.clear()
+        _SAT[key] = (spec, ok)
+    return ok
+
+
 def companion_versions(companions: Mapping[str, Any], torch_release: str) -> Dict[str, Set[str]]:
     """The torchvision/torchaudio versions paired with ``torch_release`` in the matrix.
 
@@ -255,6 +326,32 @@ def _python_ok(requires_python: str, python: Version) -> bool:
         return SpecifierSet(requires_python).contains(python, prereleases=True)
     except InvalidSpecifier:
         return True  # an unreadable Requires-Python does not exclude (pip does the same)
+
+
+def _fast_rank(filename: str, rank_of: Mapping[str, int],
+               parts_ok: Tuple[FrozenSet[str], FrozenSet[str]]) -> Optional[int]:
+    """The best rank of a wheel filename's compressed tag set, or None when no tag fits
+    (a malformed name gives -1: the full parse judges it)."""
+    parts = filename[:-4].lower().split("-")
+    if len(parts) not in (5, 6):
+        return -1
+    pys, abis, plats = parts[-3:]
+    ok_py, ok_plat = parts_ok
+    # cheap rejections first: most files are for other platforms or Pythons
+    plat_list = plats.split(".")
+    if not any(p in ok_plat for p in plat_list):
+        return None
+    py_list = pys.split(".")
+    if not any(p in ok_py for p in py_list):
+        return None
+    best: Optional[int] = None
+    for py in py_list:
+        for abi in abis.split("."):
+            for plat in plat_list:
+                r = rank_of.get(f"{py}-{abi}-{plat}")
+                if r is not None and (best is None or r < best):
+                    best = r
+    return best
 
 
 def _build_key(build: Tuple[Any, ...]) -> Tuple[int, ...]:
@@ -306,7 +403,7 @@ class _Provider(AbstractProvider):
         return out
 
     def is_satisfied_by(self, requirement: Req, candidate: Cand) -> bool:
-        return requirement.specifier.contains(candidate.version, prereleases=True)
+        return _contains(requirement.specifier, candidate.version)
 
     def get_dependencies(self, candidate: Cand) -> List[Req]:
         if candidate.name == PYTHON:
@@ -343,6 +440,41 @@ class _Reporter(BaseReporter):
             self.on_pin(candidate)
 
 
+def apply_overrides_to_direct(requirements: Sequence[Req],
+                              overrides: Mapping[str, Requirement],
+                              why: Mapping[str, str]) -> List[Req]:
+    """Overrides replace direct requirements too (as in uv), narrowed by the user's own
+    specifier; a user pin the override excludes is a conflict that names both."""
+    out = []
+    for r in requirements:
+        ov = overrides.get(r.name)
+        if ov is None or r.parent == "hardware choice":
+            out.append(r)
+            continue
+        combined = r.specifier & ov.specifier
+        pins = [s.version for s in ov.specifier if s.operator in ("==", "===")
+                and "*" not in s.version]
+        user_pins = [s.version for s in r.specifier if s.operator in ("==", "===")
+                     and "*" not in s.version]
+        if _excludes(r.specifier, pins) or _excludes(ov.specifier, user_pins):
+            raise ConflictError(
+                f"{r} (requested) conflicts with the advisory override {ov} "
+                f"({why.get(r.name, 'advisory')}): relax the requirement, or choose "
+                f"another torch build with --torch/--cuda")
+        out.append(Req(r.name, combined if str(r.specifier) else ov.specifier, r.extras,
+                       parent=f"{r.parent} (override)"))
+    return out
+
+
+def _excludes(spec: SpecifierSet, pins: Sequence[str]) -> bool:
+    if not pins or not str(spec):
+        return False
+    try:
+        return not spec.contains(Version(pins[0]), prereleases=True)
+    except Exception:  # noqa: BLE001 - an arbitrary '===' string
+        return False
+
+
 def resolve_closure(finder: Finder, requirements: Sequence[Req],
                     overrides: Mapping[str, Requirement],
                     on_pin: Optional[Any] = None) -> Resolved:
@@ -353,9 +485,9 @@ def resolve_closure(finder: Finder, requirements: Sequence[Req],
     try:
         result = resolver.resolve(list(requirements), max_rounds=5000)
     except ResolutionImpossible as exc:
-        raise NoCandidateError(_impossible(exc, finder)) from None
+        raise ConflictError(_impossible(exc, finder)) from None
     except ResolutionTooDeep:
-        raise NoCandidateError("the dependency resolution did not converge (too much "
+        raise ConflictError("the dependency resolution did not converge (too much "
                                "backtracking); pin some of your requirements more tightly")
     out = Resolved()
     for ident, cand in result.mapping.items():

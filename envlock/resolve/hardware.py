@@ -483,10 +483,19 @@ def _explain(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Optio
                 msg += (f"; builds with kernels for {names} end at torch {rels[-1]} "
                         f"({', '.join(tags)}): use torch<={rels[-1]}")
             else:
-                first = rels[0]
-                ftags = sorted({v.tag for v in anywhere if V(v.release) == first})
-                msg += (f"; use torch>={first} with {', '.join(ftags)}"
-                        + (f" (not allowed by torch{spec})" if str(spec) else ""))
+                # newest first, by the resolver's own preference among builds with kernels
+                ranked_any = sorted(anywhere, key=lambda v: _Candidate(v).rank(), reverse=True)
+                ways = list({(v.release, v.tag): v for v in ranked_any}.values())[:3]
+                what = ", ".join(f"torch {v.release} {v.tag}" for v in ways)
+                if str(spec) and not spec.contains(ways[0].release, prereleases=True):
+                    first = rels[0]
+                    ftags = sorted({v.tag for v in anywhere if V(v.release) == first})
+                    msg += (f"; use torch>={first} with {', '.join(ftags)} (not allowed by "
+                            f"torch{spec}); newest with kernels: {what}")
+                else:
+                    how = (f"use --cuda {ways[0].cuda} (or drop --cuda)" if cuda else
+                           f"use torch=={ways[0].release}")
+                    msg += f"; builds with kernels for {names}, newest first: {what}; {how}"
         else:
             msg += f"; no PyTorch build in the matrix has kernels for {names}"
         if unknown and not lacking:

@@ -79,6 +79,8 @@ class ResolveRequest:
     together: bool = False
     #: ``pypi`` or ``pytorch-index``: rank that index's builds first (``--prefer``)
     prefer: Optional[str] = None
+    #: ``--prerelease`` (uv's modes; see :data:`envlock.resolve.closure.PRERELEASE_MODES`)
+    prerelease: str = "if-necessary"
 
     def inputs(self, matrix_version: str) -> Dict[str, Any]:
         """Everything that determines the lock, for the inputs hash and ``--check``.
@@ -99,7 +101,9 @@ class ResolveRequest:
             "pytorch-index": strip_userinfo(self.pytorch_index),
             "env": {k: strip_userinfo(v) for k, v in sorted(self.env.items())},
             "matrix-version": matrix_version,
+            # only when not the default, so locks made before the option stay fresh
             **({"prefer": self.prefer} if self.prefer else {}),
+            **({"prerelease": self.prerelease} if self.prerelease != "if-necessary" else {}),
         }
 
     def inputs_hash(self, matrix_version: str) -> str:
@@ -236,6 +240,24 @@ def parse_requirements(lines: Sequence[Tuple[str, str]]) -> List[Requirement]:
     return out
 
 
+def requirement_content(text: str) -> List[str]:
+    """The lines of a requirements file that matter: continuations joined, comments and
+    blank lines dropped, whitespace trimmed."""
+    out = []
+    for raw in re.sub(r"\\\n", "", text).splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if line and not line.startswith("#"):
+            out.append(line)
+    return out
+
+
+def requirements_digest(text: str) -> str:
+    """What the lock records of a requirements file: the sha256 of its content lines, so a
+    comment or a blank line does not make a lock stale."""
+    blob = "\n".join(requirement_content(text)).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
 #: how deep ``-r`` files may nest (pip has no limit, but thousands of levels are an attack
 #: or a generator bug, not a project layout)
 MAX_REQUIREMENT_DEPTH = 32
@@ -259,7 +281,7 @@ def read_requirement_file(path: str, seen: Optional[set] = None, depth: int = 0)
         raise InputError(f"requirements file {p}: '-r' files nest more than "
                          f"{MAX_REQUIREMENT_DEPTH} deep")
     text = read_user_text(p, "requirements file")
-    digests = {str(p): "sha256:" + hashlib.sha256(text.encode()).hexdigest()}
+    digests = {str(p): requirements_digest(text)}
     out: List[Tuple[str, str]] = []
     if p.resolve() in seen:
         return out, digests

@@ -151,7 +151,7 @@ def test_doctor_cli_with_logs_and_json(tmp_path: Path) -> None:
     assert f["category"] in ("gpu-arch", "driver", "library", "nccl", "topology", "host",
                              "packages", "config", "training")
     text = run_cli("doctor", "--snapshot", str(snap), "--log", str(log)).out
-    assert text.splitlines()[0].startswith(f"envlock doctor ({snap}):")
+    assert text.splitlines()[0].startswith(f"doctor {snap}: ")
 
 
 def test_missing_log_is_a_usage_error(tmp_path: Path) -> None:

@@ -30,9 +30,8 @@ CASES = [
     ("h100-match", "runtime", 0, []),
     ("h100-match", "build", 0, []),
     ("h100-package-drift", "runtime", 1,
-     ["cuda-major-mix", "package-unexpected", "package-version", "package-version"]),
-    ("h100-system-cublas", "runtime", 1,
-     ["library-shadowed", "library-shadowed", "library-version", "library-version"]),
+     ["cuda-major-mix", "package-unexpected", "package-version"]),  # one finding per cause
+    ("h100-system-cublas", "runtime", 1, ["library-shadowed"]),  # one LD_LIBRARY_PATH entry
     ("h100-old-driver", "runtime", 1, ["driver-too-old"]),
     ("h100-old-driver", "build", 0, []),  # the build stage does not judge the driver
     ("h20-on-h100-lock", "runtime", 0, ["gpu-not-in-lock"]),
@@ -51,17 +50,50 @@ def test_verify_matrix(snapshot: str, stage: str, code: int, expected: list) -> 
 
 def test_findings_carry_the_exact_fix() -> None:
     _, data = verify("h100-package-drift")
-    torch = next(f for f in data["findings"] if f["id"] == "package-version"
-                 and f["subject"] == "torch")
-    assert torch["severity"] == "error" and torch["category"] == "packages"
-    assert torch["title"] == "torch 2.4.1 is installed, the lock has 2.5.1"
-    assert torch["fix"][0] == "pip install --no-deps 'torch==2.5.1' --index-url https://pypi.org/simple"
+    (f,) = [f for f in data["findings"] if f["id"] == "package-version"]
+    assert f["severity"] == "error" and f["category"] == "packages"
+    assert f["title"] == ("2 packages differ from the lock: nvidia-nccl-cu12 2.20.5 (lock 2.21.5), "
+                          "torch 2.4.1 (lock 2.5.1)")
+    assert f["items"] == [
+        {"name": "nvidia-nccl-cu12", "installed": "2.20.5", "locked": "2.21.5"},
+        {"name": "torch", "installed": "2.4.1", "locked": "2.5.1"}]
+    # exactly those two, hash-pinned, from the user's lock
+    assert f["fix"][0] == (f"envlock export --lock {LOCK} --format requirements --only "
+                           f"nvidia-nccl-cu12,torch -o envlock-fix.txt && pip install --no-deps "
+                           f"--require-hashes -r envlock-fix.txt")
+    assert f["fix"][1] == (f"or reinstall the whole lock: envlock export --lock {LOCK} --format "
+                           f"requirements -o envlock-fix.txt && pip install --no-deps "
+                           f"--require-hashes -r envlock-fix.txt")
+
+
+def test_fixes_use_the_checked_interpreter() -> None:
+    _, data = verify("h100-package-drift", "--python", "/opt/venv/bin/python")
+    (f,) = [f for f in data["findings"] if f["id"] == "package-unexpected"]
+    assert f["fix"] == ["/opt/venv/bin/python -m pip uninstall -y nvidia-cudnn-cu11"]
+
+
+def test_a_gpu_core_lock_never_calls_unlisted_packages_unexpected() -> None:
+    core = str(DATA / "locks" / "gpu-core.lock")
+    r, data = verify("h100-package-drift", lock=core)
+    assert "package-unexpected" not in ids(data)
+    assert not any("uninstall -y nvidia-cublas" in fx or "uninstall -y nvidia-nccl" in fx
+                   for f in data["findings"] for fx in f["fix"])
+    assert {"check": "packages-outside-lock", "reason": "the lock target holds only the "
+            "gpu-core (resolved offline), so packages it does not list are not judged"} \
+        in data["skipped"]
+    # no hashes in such a lock: the fix pins versions and the locked index instead
+    (f,) = [f for f in data["findings"] if f["id"] == "package-version"]
+    assert f["fix"][0] == ("pip install --no-deps nvidia-nccl-cu12==2.21.5 torch==2.5.1 "
+                           "--index-url https://pypi.org/simple")
 
 
 def test_shadowing_names_both_copies_and_the_advisory() -> None:
     _, data = verify("h100-system-cublas")
-    f = next(f for f in data["findings"] if f["id"] == "library-shadowed"
-             and f["subject"] == "cublasLt")
+    (f,) = [f for f in data["findings"] if f["id"] == "library-shadowed"]
+    assert f["title"] == ("system libcublas, libcublasLt 12.1.3.1 load instead of the wheel's, "
+                          "the lock has 12.4.5.8")
+    assert [i["name"] for i in f["items"]] == ["libcublas", "libcublasLt"]
+    assert f["fix"] == ["unset LD_LIBRARY_PATH or drop /usr/local/cuda-12.1/lib64 from it"]
     assert "/usr/local/cuda-12.1/lib64/libcublasLt.so.12 (12.1.3.1) loads before" in f["detail"]
     assert "system-cublas-shadows-wheel" in f["detail"]  # the advisory is folded in
     assert f["sources"]
@@ -143,7 +175,7 @@ def test_text_output_is_short(capsys: pytest.CaptureFixture[str]) -> None:
                 str(DATA / "snapshots" / "h100-old-driver.json"))
     assert r.code == 1
     lines = r.out.splitlines()
-    assert lines[0] == (f"envlock verify {LOCK} target h100-sxm (runtime): 1 error, 0 warnings")
+    assert lines[0] == f"h100-sxm lock ({LOCK}, runtime): 1 problem, 1 blocks training"
     assert any("fix: upgrade the NVIDIA driver to >= 525.60.13" in line for line in lines)
     assert len(lines) < 12
 

@@ -58,9 +58,14 @@ def test_lock_findings_shared_by_every_node(tmp_path: Path) -> None:
     assert f["id"] == "driver-too-old" and f["hosts"] == ["node0", "node1"]
 
 
-def test_without_a_lock_only_nodes_are_compared(tmp_path: Path) -> None:
-    write_snapshots(tmp_path, ["driver"] * 2)
+def test_without_a_lock_nodes_are_compared_and_advisories_judged(tmp_path: Path) -> None:
+    write_snapshots(tmp_path, ["match"] * 2)
     assert fleet(tmp_path)[0].code == 0
+    # the nodes agree, but an R470 driver runs no cu12x torch: not "ok" (issue 17)
+    write_snapshots(tmp_path, ["driver"] * 2)
+    r, data = fleet(tmp_path)
+    assert r.code == 1
+    assert [f["id"] for f in data["findings"]] == ["driver-too-old-for-torch-cuda"]
 
 
 def test_text_table(tmp_path: Path) -> None:
@@ -68,7 +73,8 @@ def test_text_table(tmp_path: Path) -> None:
     r = run_cli("fleet", "--snapshots", str(tmp_path / "*.json"))
     assert r.code == 1
     lines = r.out.splitlines()
-    assert lines[0] == "envlock fleet: 3 snapshot files: 3 of 3 nodes answered, 2 groups, drift"
+    assert lines[0] == ("envlock fleet: 3 snapshot files: 3 of 3 nodes answered, 2 groups, "
+                        "1 problem, 1 blocks training")
     assert lines[1].split() == ["group", "nodes", "fingerprint", "driver", "GPUs", "torch",
                                 "NCCL", "hosts"]
     assert lines[2].startswith("  A *    2") and lines[2].endswith("node0, node1")
@@ -118,3 +124,19 @@ def test_offline_mode_does_not_import_torch(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 1, p.stderr
+
+
+def test_advisories_run_without_a_lock(tmp_path: Path) -> None:
+    """issue 17: every node's Fabric Manager down is not "ok, the nodes agree"."""
+    import json
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    base = json.loads((data / "snapshots" / "h100-match.json").read_text())
+    for i in range(3):
+        doc = dict(base, host=dict(base["host"], hostname=f"node{i}"),
+                   driver=dict(base["driver"], fabric_manager="not-running"))
+        (tmp_path / f"n{i}.json").write_text(json.dumps(doc))
+    r = run_cli("fleet", "--snapshots", str(tmp_path / "*.json"), "--json")
+    assert r.code == 1
+    ids = [f["id"] for f in json.loads(r.out)["findings"]]
+    assert ids == ["nvswitch-fabric-manager-not-running"]

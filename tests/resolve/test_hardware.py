@@ -74,7 +74,20 @@ ERRORS = [
      ["no torch CUDA build matches torch>=2.9 for Python 3.9", "Python 3.10"]),
     (["H100"], None, "==1.13.1", "3.10", "linux_x86_64",
      ["sm_90 (Hopper)", "has no sm_90 kernels", "use torch>=2.0.0 with cu118"]),
+
 ]
+
+
+def test_the_way_out_comes_newest_first() -> None:
+    """issue 17: --gpu V100 --cuda 13.0 once suggested torch>=1.13.0 with cu116, though
+    2.14.1 cu126 runs on a V100: suggestions follow the resolver's own preference."""
+    with pytest.raises(NoCandidateError) as exc:
+        choose(["V100"], None, "", "13.0")
+    msg = exc.value.message
+    assert "has no sm_70 kernels" in msg
+    assert "newest first: torch 2.14.1 cu126, torch 2.14.0 cu126" in msg
+    assert msg.endswith("use --cuda 12.6 (or drop --cuda)")
+    assert "1.13" not in msg
 
 
 @pytest.mark.parametrize("gpus,driver,spec,python,platform,parts", ERRORS)

@@ -186,7 +186,9 @@ def test_check_tells_fresh_from_stale(world: IndexServer, tmp_path: Path, cache:
     req.write_text("helper>=1.1\n")
     r = run_cli("resolve", "--check", "-o", str(out))
     assert r.code == 1
-    assert f"stale: {req} changed" in r.out and "regenerate it with: envlock resolve" in r.out
+    # the lock records the file relative to itself
+    assert "stale: requirements.in changed" in r.out
+    assert "regenerate it with: envlock resolve" in r.out
     # with explicit inputs: a different --torch is stale
     r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.3.1", "-r", str(req), "-o", str(out),
                 "--check")

@@ -28,7 +28,7 @@ from pathlib import Path
 from urllib.parse import unquote
 from typing import Dict, List, Optional, Sequence
 
-__all__ = ["make_wheel", "IndexServer", "Index", "canonical"]
+__all__ = ["make_wheel", "make_sdist", "IndexServer", "Index", "canonical"]
 
 
 def canonical(name: str) -> str:
@@ -78,6 +78,30 @@ def make_wheel(directory: Path, name: str, version: str, *, requires: Sequence[s
     return path
 
 
+def make_sdist(directory: Path, name: str, version: str, *,
+               files: Dict[str, str], pkg_info: Optional[str] = None) -> Path:
+    """A ``.tar.gz`` source distribution with the given files (relative to its top
+    directory) and, unless ``pkg_info`` is None, a PKG-INFO with that text."""
+    import io
+    import tarfile
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    top = f"{name.replace('-', '_')}-{version}"
+    path = directory / f"{top}.tar.gz"
+    entries = dict(files)
+    if pkg_info is not None:
+        entries["PKG-INFO"] = pkg_info
+    with tarfile.open(path, "w:gz") as tf:
+        for rel, text in sorted(entries.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{rel}")
+            info.size = len(data)
+            info.mtime = 1704067200
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
 @dataclass
 class Index:
     """One simple index, served under ``/<prefix>`` (default ``<name>/simple``)."""
@@ -97,6 +121,8 @@ class Index:
         self.files.setdefault(project, []).append(Path(path))
         if yanked is not None:
             self.yanked[path.name] = yanked
+        if not path.name.endswith(".whl"):
+            return path  # an sdist: no METADATA to read, no PEP 658 file
         with zipfile.ZipFile(path) as zf:
             for n in zf.namelist():
                 if n.endswith(".dist-info/METADATA"):
@@ -273,7 +299,7 @@ class IndexServer:
                     head: bool) -> None:
         meta = name.endswith(".metadata")
         real = idx.find(name[: -len(".metadata")] if meta else name)
-        if real is None or (meta and not idx.pep658):
+        if real is None or (meta and (not idx.pep658 or not real.name.endswith(".whl"))):
             self._send(h, 404, b"not found", "text/plain", head)
             return
         data = real.read_bytes()
@@ -295,7 +321,7 @@ class IndexServer:
             d = {"filename": p.name, "url": f"/files/{idx.name}/{p.name}",
                  "sha256": idx.claims.get(p.name, hashlib.sha256(data).hexdigest()),
                  "size": len(data)}
-            if idx.pep658:
+            if idx.pep658 and p.name.endswith(".whl"):
                 with zipfile.ZipFile(p) as zf:
                     m = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
                     d["meta_sha256"] = hashlib.sha256(zf.read(m)).hexdigest()

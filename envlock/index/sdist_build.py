@@ -1,0 +1,343 @@
+"""Core metadata of a source distribution, read or built the standard way.
+
+An sdist's ``PKG-INFO`` is trustworthy only from Metadata-Version 2.2 on (PEP 643), and
+only for fields not listed as ``Dynamic``. Older sdists (``setup.py`` with
+``install_requires``) write a ``PKG-INFO`` without any ``Requires-Dist``: reading it would
+lock the package bare. For those, the metadata is *built*, as pip and uv do (PEP 517):
+
+1. unpack the sdist into a temporary directory (paths checked: nothing escapes it);
+2. read ``[build-system]`` from ``pyproject.toml`` (absent: setuptools' legacy backend);
+3. create a throwaway virtual environment without the host's site-packages and install
+   the build requirements into it with pip, from the configured indexes;
+4. call the backend's ``get_requires_for_build_wheel`` (install those too) and
+   ``prepare_metadata_for_build_wheel``; a backend without that hook builds a wheel and
+   the ``METADATA`` comes out of it.
+
+The hooks run in a subprocess of the build environment's interpreter, through a small
+runner script of ours (the backend's code never runs in envlock's process). The result is
+cached by the sdist's sha256 by the caller, so a build happens once per file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import venv
+import zipfile
+from dataclasses import dataclass
+from email.parser import BytesHeaderParser
+from pathlib import Path, PurePosixPath
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from envlock.errors import BuildError, IndexError_, NoBuildError
+
+__all__ = ["needs_build", "pkg_info", "build_metadata", "BuildSettings"]
+
+#: The backend pip and uv assume when an sdist has no ``[build-system]`` table.
+_LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
+_LEGACY_REQUIRES = ("setuptools>=40.8.0",)
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """How to install build requirements: the same indexes the resolution uses."""
+
+    index_url: str
+    extra_index_urls: Tuple[str, ...] = ()
+    find_links: Tuple[str, ...] = ()
+    #: seconds for one pip install or one hook call
+    timeout: float = 600.0
+
+
+def needs_build(pkg_info_blob: Optional[bytes]) -> bool:
+    """Whether ``PKG-INFO`` cannot be trusted for Requires-Dist (PEP 643).
+
+    >>> needs_build(b"Metadata-Version: 2.2\\nName: a\\nVersion: 1\\n\\n")
+    False
+    >>> needs_build(b"Metadata-Version: 2.1\\nName: a\\nVersion: 1\\n\\n")
+    True
+    >>> needs_build(b"Metadata-Version: 2.2\\nName: a\\nVersion: 1\\nDynamic: Requires-Dist\\n")
+    True
+    """
+    if pkg_info_blob is None:
+        return True
+    msg = BytesHeaderParser().parsebytes(pkg_info_blob)
+    raw = (msg.get("Metadata-Version") or "").strip()
+    m = re.match(r"^(\d+)\.(\d+)$", raw)
+    if m is None or (int(m.group(1)), int(m.group(2))) < (2, 2):
+        return True
+    dynamic = {v.strip().lower() for v in (msg.get_all("Dynamic") or [])}
+    return bool(dynamic & {"requires-dist", "requires-python", "provides-extra"})
+
+
+def pkg_info(data: bytes, filename: str) -> Optional[bytes]:
+    """The top-level ``PKG-INFO`` of an sdist archive, or None when it has none."""
+    try:
+        if filename.endswith(".zip"):
+            with zipfile.ZipFile(_bytes_io(data)) as zf:
+                for name in zf.namelist():
+                    if name.count("/") == 1 and name.endswith("/PKG-INFO"):
+                        return zf.read(name)
+            return None
+        with tarfile.open(fileobj=_bytes_io(data), mode="r:*") as tf:
+            for member in tf.getmembers():
+                if member.name.count("/") == 1 and member.name.endswith("/PKG-INFO"):
+                    f = tf.extractfile(member)
+                    if f is not None:
+                        return f.read()
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise IndexError_(f"{filename}: unreadable sdist ({exc})") from None
+    return None
+
+
+def build_metadata(data: bytes, filename: str, project: str, settings: BuildSettings,
+                   *, no_build: bool = False) -> bytes:
+    """The METADATA a PEP 517 backend produces for this sdist."""
+    if no_build:
+        raise NoBuildError(
+            f"{project} ({filename}) is only available as a source distribution whose "
+            f"dependencies must be built (PKG-INFO lacks reliable Requires-Dist), and "
+            f"--no-build forbids running its build backend")
+    with tempfile.TemporaryDirectory(prefix="envlock-build-") as tmp:
+        root = Path(tmp)
+        src = _unpack(data, filename, root / "src")
+        requires, backend, backend_path = _build_system(src, filename)
+        env_dir = root / "env"
+        python = _make_env(env_dir)
+        _install_build_requires(python, requires, settings, filename)
+        out = root / "out"
+        out.mkdir()
+        extra = _hook(python, src, backend, backend_path, "get_requires_for_build_wheel",
+                      out, settings, filename)
+        if isinstance(extra, list) and extra:
+            _pip_install(python, [str(r) for r in extra], settings, filename)
+        result = _hook(python, src, backend, backend_path, "prepare_metadata",
+                       out, settings, filename)
+        if not isinstance(result, str):
+            raise BuildError(f"{filename}: the build backend returned no metadata")
+        path = Path(result)
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise BuildError(f"{filename}: the build backend's METADATA is unreadable "
+                             f"({exc})") from None
+
+
+# -- steps -----------------------------------------------------------------------------------
+
+def _bytes_io(data: bytes) -> io.BytesIO:
+    return io.BytesIO(data)
+
+
+def _safe(name: str) -> bool:
+    p = PurePosixPath(name)
+    return not p.is_absolute() and ".." not in p.parts and "\\" not in name
+
+
+def _unpack(data: bytes, filename: str, dest: Path) -> Path:
+    """Unpack into ``dest``; the single top-level directory is the source tree."""
+    dest.mkdir(parents=True)
+    try:
+        if filename.endswith(".zip"):
+            with zipfile.ZipFile(_bytes_io(data)) as zf:
+                for info in zf.infolist():
+                    if not _safe(info.filename):
+                        raise BuildError(f"{filename}: unsafe path {info.filename!r}")
+                zf.extractall(dest)
+        else:
+            with tarfile.open(fileobj=_bytes_io(data), mode="r:*") as tf:
+                members = []
+                for m in tf.getmembers():
+                    if not _safe(m.name) or m.isdev():
+                        raise BuildError(f"{filename}: unsafe member {m.name!r}")
+                    if (m.issym() or m.islnk()) and not _safe(
+                            str(PurePosixPath(m.name).parent / m.linkname)):
+                        raise BuildError(f"{filename}: link {m.name!r} leaves the archive")
+                    members.append(m)
+                if sys.version_info >= (3, 12) or hasattr(tarfile, "data_filter"):
+                    tf.extractall(dest, members=members, filter="data")
+                else:  # pragma: no cover - old Pythons; members checked above
+                    tf.extractall(dest, members=members)
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise BuildError(f"{filename}: unreadable sdist ({exc})") from None
+    tops = [p for p in dest.iterdir()]
+    if len(tops) == 1 and tops[0].is_dir():
+        return tops[0]
+    return dest
+
+
+def _build_system(src: Path, filename: str) -> Tuple[List[str], str, Optional[str]]:
+    pp = src / "pyproject.toml"
+    if not pp.is_file():
+        return list(_LEGACY_REQUIRES), _LEGACY_BACKEND, None
+    from envlock import _toml
+
+    try:
+        doc = _toml.loads(pp.read_text(encoding="utf-8"))
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the sdist's fault
+        raise BuildError(f"{filename}: unreadable pyproject.toml ({exc})") from None
+    bs = doc.get("build-system")
+    if not isinstance(bs, dict):
+        return list(_LEGACY_REQUIRES), _LEGACY_BACKEND, None
+    requires = bs.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise BuildError(f"{filename}: [build-system].requires is not a list of strings")
+    backend = bs.get("build-backend")
+    if backend is None:
+        return list(requires) or list(_LEGACY_REQUIRES), _LEGACY_BACKEND, None
+    if not isinstance(backend, str):
+        raise BuildError(f"{filename}: [build-system].build-backend is not a string")
+    paths = bs.get("backend-path")
+    backend_path = None
+    if isinstance(paths, list) and paths:
+        backend_path = os.pathsep.join(str((src / p).resolve()) for p in paths
+                                       if isinstance(p, str) and _safe(p))
+    return list(requires), backend, backend_path
+
+
+def _make_env(env_dir: Path) -> str:
+    """A virtual environment without pip and without the host's site-packages."""
+    venv.EnvBuilder(with_pip=False, system_site_packages=False, clear=True,
+                    symlinks=os.name != "nt").create(env_dir)
+    bindir = "Scripts" if os.name == "nt" else "bin"
+    exe = "python.exe" if os.name == "nt" else "python"
+    return str(env_dir / bindir / exe)
+
+
+def _site_packages(python: str) -> str:
+    out = subprocess.run([python, "-I", "-c",
+                          "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, timeout=60)
+    return out.stdout.strip()
+
+
+#: (requirements, settings) -> a site-packages directory pip populated once in this
+#: process; each build gets its own copy, so builds stay isolated from each other.
+_TEMPLATES: Dict[Tuple[Tuple[str, ...], BuildSettings], Path] = {}
+_TEMPLATES_LOCK = threading.Lock()
+_TEMPLATE_ROOT: List[tempfile.TemporaryDirectory] = []
+
+
+def _install_build_requires(python: str, requires: Sequence[str], settings: BuildSettings,
+                            filename: str) -> None:
+    if not requires:
+        return
+    key = (tuple(sorted(requires)), settings)
+    target = Path(_site_packages(python))
+    with _TEMPLATES_LOCK:
+        template = _TEMPLATES.get(key)
+        if template is None:
+            if not _TEMPLATE_ROOT:
+                _TEMPLATE_ROOT.append(tempfile.TemporaryDirectory(prefix="envlock-buildenv-"))
+            template = Path(_TEMPLATE_ROOT[0].name) / str(len(_TEMPLATES))
+            _pip_install_into(str(template), requires, settings, filename)
+            _TEMPLATES[key] = template
+    shutil.copytree(template, target, dirs_exist_ok=True, symlinks=True)
+
+
+def _pip_install(python: str, requires: Sequence[str], settings: BuildSettings,
+                 filename: str) -> None:
+    if requires:
+        _pip_install_into(_site_packages(python), requires, settings, filename)
+
+
+def _pip_install_into(target: str, requires: Sequence[str], settings: BuildSettings,
+                      filename: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("pip") is None:
+        raise BuildError(f"{filename}: its metadata must be built, and installing its build "
+                         f"requirements ({', '.join(requires)}) needs pip in the Python that "
+                         f"runs envlock ({sys.executable})")
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input",
+           "--disable-pip-version-check", "--no-warn-script-location", "--ignore-installed",
+           "--no-user", "--upgrade", "--target", target, "--index-url", settings.index_url]
+    for u in settings.extra_index_urls:
+        cmd += ["--extra-index-url", u]
+    for f in settings.find_links:
+        cmd += ["--find-links", f]
+    cmd += ["--", *requires]
+    env = dict(os.environ, PIP_NO_INPUT="1", PYTHONNOUSERSITE="1")
+    env.pop("PIP_REQUIRE_VIRTUALENV", None)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                           timeout=settings.timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"{filename}: installing its build requirements "
+                         f"({', '.join(requires)}) failed: {exc}") from None
+    if p.returncode != 0:
+        raise BuildError(f"{filename}: installing its build requirements "
+                         f"({', '.join(requires)}) failed: {_last_line(p.stderr or p.stdout)}")
+
+
+#: Runs inside the build environment: calls one hook and writes its result as JSON.
+_RUNNER = r"""
+import importlib, json, os, sys, zipfile
+backend_name, backend_path, hook, out_dir, result_file = sys.argv[1:6]
+if backend_path:
+    sys.path[:0] = backend_path.split(os.pathsep)
+mod_name, _, obj_path = backend_name.partition(":")
+backend = importlib.import_module(mod_name)
+for part in filter(None, obj_path.split(".")):
+    backend = getattr(backend, part)
+result = None
+if hook == "get_requires_for_build_wheel":
+    fn = getattr(backend, "get_requires_for_build_wheel", None)
+    result = list(fn({})) if fn is not None else []
+else:
+    meta_dir = os.path.join(out_dir, "metadata")
+    os.makedirs(meta_dir, exist_ok=True)
+    fn = getattr(backend, "prepare_metadata_for_build_wheel", None)
+    if fn is not None:
+        name = fn(meta_dir, {})
+        result = os.path.join(meta_dir, name, "METADATA")
+    else:
+        wheel_dir = os.path.join(out_dir, "wheel")
+        os.makedirs(wheel_dir, exist_ok=True)
+        whl = backend.build_wheel(wheel_dir, {})
+        with zipfile.ZipFile(os.path.join(wheel_dir, whl)) as zf:
+            names = [n for n in zf.namelist()
+                     if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            target = os.path.join(out_dir, "METADATA")
+            with open(target, "wb") as f:
+                f.write(zf.read(names[0]))
+        result = target
+with open(result_file, "w") as f:
+    json.dump({"result": result}, f)
+"""
+
+
+def _hook(python: str, src: Path, backend: str, backend_path: Optional[str], hook: str,
+          out: Path, settings: BuildSettings, filename: str) -> object:
+    runner = out / "_envlock_hook.py"
+    runner.write_text(_RUNNER)
+    result_file = out / f"{hook}.json"
+    env = dict(os.environ, PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONHOME", None)
+    cmd = [python, str(runner), backend, backend_path or "", hook, str(out), str(result_file)]
+    try:
+        p = subprocess.run(cmd, cwd=str(src), capture_output=True, text=True, env=env,
+                           timeout=settings.timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"{filename}: its build backend ({backend}) failed: {exc}") from None
+    if p.returncode != 0:
+        raise BuildError(f"{filename}: its build backend ({backend}) failed: "
+                         f"{_last_line(p.stderr or p.stdout)}")
+    try:
+        return json.loads(result_file.read_text())["result"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise BuildError(f"{filename}: its build backend gave no result ({exc})") from None
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"
