@@ -48,6 +48,7 @@ def pypi(tmp_path_factory: pytest.TempPathFactory):
         idx.add(make_wheel(tmp / "cp310", "torch", "2.4.1", requires=torch_requires("2.4.1"),
                            tag="cp310-cp310-manylinux1_x86_64"))
         add_package(idx, tmp, "numpy", "2.1.0")
+        add_package(idx, tmp, "nltk", "3.9b1")  # the --prerelease example
         add_package(idx, tmp, "nvidia-cublas-cu12", "12.4.5.8")  # the H20 override
         yield srv
 
