@@ -112,6 +112,9 @@ def _world(tmp: Path) -> Iterator[IndexServer]:
             except Exception:  # noqa: BLE001 - not installed here: not pinned either
                 continue
         add_package(pypi, tmp, "nvidia-cublas-cu12", "12.4.5.8")
+        # the README's pre-release example: a stable release and the pinned pre-release
+        add_package(pypi, tmp, "nltk", "3.8.1")
+        add_package(pypi, tmp, "nltk", "3.9b1")
         yield srv
 
 

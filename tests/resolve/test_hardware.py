@@ -33,7 +33,10 @@ CHOICES = [
     # but the matrix does not know its cuBLAS (pins partial): the H20 SIGFPE advisory is
     # unknown there, so the PyPI cu121 build, known to need and get the cuBLAS override,
     # ranks first (issue 10: unknown is not safe)
-    (["H20"], "535.104.05", ">=2.4,<2.5", None, "3.10", "linux_x86_64", "2.4.1", "cu121", True),
+    # 535 runs CUDA 12.x through minor-version compatibility; 2.4's cu124 pins cuBLAS
+    # 12.4.2.65 (known since the index-build pins landed), so the H20 cuBLAS 12.1 advisory is
+    # known false for it and the newest CUDA line wins
+    (["H20"], "535.104.05", ">=2.4,<2.5", None, "3.10", "linux_x86_64", "2.4.1", "cu124", False),
     (["H20"], None, "", "12.1", "3.11", "linux_x86_64", "2.5.1", "cu121", False),
     # Volta: cu128 dropped it in 2.11 and CUDA 13 cannot compile it; cu126 still has sm_70
     (["V100"], None, ">=2.11", None, "3.11", "linux_x86_64", "2.14.1", "cu126", False),
@@ -144,23 +147,23 @@ def test_decision_is_recorded() -> None:
     c = choose(["H20"], driver="535.104.05", spec=">=2.4,<2.5")
     text = "\n".join(c.decision)
     assert "torch 2.4.1 is the newest release allowed by <2.5,>=2.4" in text
-    # issue 10: cu124 (run through minor-version compatibility) no longer wins, its cuBLAS
-    # is unknown; the decision says why the cu121 build ranks first, and each step
-    assert ("cu121 (CUDA 12.1) from PyPI, which driver 535.104.05 runs (full), ranks first: "
-            "newer CUDA lines have advisories the matrix cannot rule out") in text
-    assert ("h20-cublas121-sigfpe is unknown for torch 2.4.1+cu124 "
-            "(https://download.pytorch.org/whl/cu124): library.cublas.version") in text
+    # issue 10: each advisory step is recorded. cu121 (PyPI and index) needs the cuBLAS
+    # override; cu124's pinned cuBLAS 12.4.2.65 rules the advisory out, so it wins as the
+    # newest CUDA line this driver runs
     assert ("h20-cublas121-sigfpe applies to torch 2.4.1 (PyPI) (gpu.model=h20, "
             "library.cublasLt.version=12.1.3.1): override nvidia-cublas-cu12==12.4.5.8") in text
+    assert ("cu124 (CUDA 12.4) from https://download.pytorch.org/whl/cu124 is the newest CUDA "
+            "line that driver 535.104.05 runs (minor-version compatibility)") in text
     assert "NVIDIA H20 is sm_90 (Hopper); this build runs on it with SASS sm_90" in text
 
 
 # -- issue 10: H20 across torch 2.1-2.4, offline with an empty cache and against loopback
 # indexes. The hermetic 2.1.x PyTorch-index wheels bundle cuBLAS 12.1.3.1 (CUDA 12.1.1's
 # component) where no override reaches; the PyPI build with the cuBLAS override wins, and
-# a build whose cuBLAS the matrix does not know (2.4 cu124, pins partial) ranks below it.
+# a build whose cuBLAS the matrix does not know ranks below it. 2.4.1 is different: its
+# cu124 build pins cuBLAS 12.4.2.65, where the advisory is known false, and it wins.
 
-H20_RELEASES = ["2.1.0", "2.1.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1"]
+H20_RELEASES = ["2.1.0", "2.1.1", "2.1.2", "2.2.2", "2.3.1"]
 
 
 def _h20_lock_checks(lock: dict, release: str) -> None:
@@ -193,8 +196,6 @@ def test_h20_table_offline_with_an_empty_cache(release: str, tmp_path: Path,
                 "(cublas 12.1.3.1 bundled in the wheel from CUDA 12.1.1): build disqualified"
                 ) in decision
         assert f"(excluded {release}+cu121)" in r.out
-    if release == "2.4.1":
-        assert "h20-cublas121-sigfpe is unknown for torch 2.4.1+cu124" in decision
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +218,23 @@ def h20_world(tmp_path_factory: pytest.TempPathFactory):
         yield srv
 
 
-@pytest.mark.parametrize("release", ["2.1.2", "2.2.2", "2.3.1", "2.4.1"])
+def test_h20_with_torch_2_4_takes_the_cu124_build_offline(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch 2.4.1's cu124 build pins cuBLAS 12.4.2.65: no H20 advisory, no override."""
+    from envlock import _toml
+    from support.cli import run_cli
+
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "empty-cache"))
+    out = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--gpu", "H20", "--torch", "==2.4.1", "--offline", "-o", str(out))
+    assert r.code == 0, r.err
+    t = _toml.loads(out.read_text())["target"][0]
+    assert (t["torch"]["version"], t["torch"]["variant"]) == ("2.4.1", "cu124"), t["torch"]
+    assert t["libraries"]["cublas"] == "12.4.2.65"
+    assert "h20-cublas121-sigfpe" not in {a["id"] for a in t.get("advisory", [])}
+
+
+@pytest.mark.parametrize("release", ["2.1.2", "2.2.2", "2.3.1"])
 def test_h20_table_against_loopback_indexes(h20_world: Any, release: str, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from envlock import _toml
@@ -292,7 +309,7 @@ def test_derived_library_facts_of_builds() -> None:
     assert shared.pins_known and shared.versions["cublas"] == "12.1.3.1"
     assert shared.source["cublas"] == "the PyPI wheel of torch 2.3.1 (the same build)"
     # no pins and no twin: unknown, with the reason
-    partial = build_libraries(M, _variant("2.4.1", "cu124", False))
+    partial = build_libraries(M, _variant("2.7.1", "cu128", False))
     assert "cublas" not in partial.versions and not partial.pins_known
     assert partial.unknown["cublas"] == ("the matrix does not know the CUDA wheel requirements "
-                                         "of torch 2.4.1+cu124 (partial)")
+                                         "of torch 2.7.1+cu128 (partial)")
