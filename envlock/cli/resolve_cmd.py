@@ -352,7 +352,9 @@ def _print_driver_hint(out: Any, args: argparse.Namespace, request: Any, spec: A
             skip = True
         elif not a.startswith(("--output=", "--driver=")):
             argv.append(a)
-    cmd = "envlock resolve " + " ".join(shlex.quote(a) for a in argv
+    from envlock._redact import strip_userinfo
+
+    cmd = "envlock resolve " + " ".join(shlex.quote(strip_userinfo(a)) for a in argv
                                         + ["--driver", f"R{hint.oldest}"])
     out.print(f"  for every R{hint.oldest} release ({hint.build}): {cmd}")
 

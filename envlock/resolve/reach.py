@@ -55,6 +55,8 @@ def torch_unavailable(client: "IndexClient", index: str, variant: TorchVariant) 
     except OfflineError:
         raise
     except IndexError_ as exc:
+        if "deadline" in exc.message:
+            raise  # a slow index: its own error says which deadline to raise
         return brief(exc.message)
     if page is None:
         return f"{redact(index)} has no torch project"
