@@ -96,11 +96,11 @@ class Facts:
         if head == "package":
             if self._packages is None:
                 return UNKNOWN
-            name = canonicalize_name(rest)
-            if name in self._packages:
-                return self._packages[name]
+            pkg = canonicalize_name(rest)
+            if pkg in self._packages:
+                return self._packages[pkg]
             # a complete package list that lacks it: known absent
-            if self._packages_complete and not name.startswith(self._unknown_prefixes):
+            if self._packages_complete and not pkg.startswith(self._unknown_prefixes):
                 return None
             return UNKNOWN
         if head == "env":
