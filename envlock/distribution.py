@@ -100,7 +100,9 @@ def build_wheel(version: Optional[str] = None, *, source_date_epoch: Optional[in
     """(file name, bytes) of a wheel of the running envlock; the same input gives the same
     bytes. ``source_date_epoch`` defaults to ``$SOURCE_DATE_EPOCH``, else 1980-01-01."""
     if version is None:
-        from envlock import __version__ as version
+        from envlock import __version__
+
+        version = __version__
     if source_date_epoch is None:
         env = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
         source_date_epoch = int(env) if env.isdigit() else _MIN_EPOCH
@@ -119,7 +121,7 @@ def build_wheel(version: Optional[str] = None, *, source_date_epoch: Optional[in
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for name, data in entries:
-            zi = zipfile.ZipInfo(name, date_time=stamp)  # type: ignore[arg-type]
+            zi = zipfile.ZipInfo(name, date_time=stamp)  # type: ignore[arg-type,unused-ignore]
             zi.compress_type = zipfile.ZIP_DEFLATED
             zi.external_attr = (0o100644 << 16)
             zi.create_system = 3  # Unix, so the mode above is honoured everywhere

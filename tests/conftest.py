@@ -14,7 +14,8 @@ sys.path.insert(0, str(HERE))
 #: Environment variables that would leak the developer's or CI machine's configuration
 #: into tests (pip config, envlock caches, CUDA/NCCL settings).
 _SCRUB = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
-          "PIP_TRUSTED_HOST", "ENVLOCK_PYTORCH_INDEX_URL", "ENVLOCK_NO_CACHE", "ENVLOCK_DEBUG")
+          "PIP_TRUSTED_HOST", "ENVLOCK_PYTORCH_INDEX_URL", "ENVLOCK_NO_CACHE", "ENVLOCK_DEBUG",
+          "UV_CUDA_DRIVER_VERSION", "CONDA_OVERRIDE_CUDA")
 
 
 @pytest.fixture(autouse=True)

@@ -170,7 +170,7 @@ def _eval(cond: Mapping[str, Any], get: Callable[[str], Any], facts: Facts,
         where = cond["where"]
         if not elems:
             return Outcome(False, (), (f"{coll}s=none",))
-        return _combine((_eval(where, lambda p, e=e: e.get(p, UNKNOWN), facts, coll)
+        return _combine((_eval(where, _getter(e), facts, coll)
                          for e in elems), conj=False)
     return _leaf(cond, get, scope)
 
@@ -256,3 +256,8 @@ def _test(test: str, value: Any, expected: Any, typ: str) -> Tri:
     if test == "ge":
         return a >= b
     return None
+
+
+def _getter(elem: Mapping[str, Any]) -> Callable[[str], Any]:
+    """A fact getter over one element of a collection (a GPU, a library copy)."""
+    return lambda path: elem.get(path, UNKNOWN)

@@ -96,11 +96,11 @@ class Facts:
         if head == "package":
             if self._packages is None:
                 return UNKNOWN
-            name = canonicalize_name(rest)
-            if name in self._packages:
-                return self._packages[name]
+            pkg = canonicalize_name(rest)
+            if pkg in self._packages:
+                return self._packages[pkg]
             # a complete package list that lacks it: known absent
-            if self._packages_complete and not name.startswith(self._unknown_prefixes):
+            if self._packages_complete and not pkg.startswith(self._unknown_prefixes):
                 return None
             return UNKNOWN
         if head == "env":
@@ -327,7 +327,8 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
                     platform: Optional[str] = None, glibc: Optional[str] = None,
                     env: Optional[Mapping[str, str]] = None,
                     packages_complete: bool = False, libraries_complete: bool = True,
-                    unknown_prefixes: Tuple[str, ...] = ()) -> Facts:
+                    unknown_prefixes: Tuple[str, ...] = (),
+                    separate_machines: bool = False) -> Facts:
     """Facts of the environment a lock *would* produce (for the resolver).
 
     Known: the target's GPUs, Python, platform (``host.machine``) and glibc, the planned
@@ -340,6 +341,8 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
     build's CUDA wheels, if any, are of its own CUDA major). Without a driver,
     ``torch.driver_too_old`` is False: the lock states
     the driver minimum the build needs, and verify holds the machine to it.
+    ``separate_machines``: the GPUs are a fleet's, one model per machine, so no machine
+    mixes them (``gpu.distinct_models`` and ``gpu.distinct_cc`` are 1).
     """
     values: Dict[str, Any] = {f"host.{k}": UNKNOWN for k in (
         "os", "distro", "kernel", "machine", "glibc", "container", "virtualization", "iommu",
@@ -366,6 +369,9 @@ def facts_from_plan(matrix: Matrix, *, gpus: Sequence[Gpu], driver: Optional[str
                       "form_factor": g.form_factor or UNKNOWN, "cc": g.compute_capability,
                       "memory_mib": UNKNOWN, "mig": UNKNOWN, "lost": False})
     _gpu_facts(values, elems, arch_list)
+    if separate_machines and elems:
+        # a fleet (--together, a GPU family): each machine has one of these GPUs, not all
+        values["gpu.distinct_models"] = values["gpu.distinct_cc"] = 1
     values["link.count"] = values["link.kind"] = values["link.p2p"] = UNKNOWN
     majors = cuda_majors_of(packages)
     if unknown_prefixes and torch_cuda:

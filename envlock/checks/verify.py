@@ -2,6 +2,8 @@
 
 Checks, each reported by name so CI systems see every check pass or fail:
 
+* ``python``: the environment's Python is the lock's X.Y; when it is not, this one finding
+  replaces the package and library checks (every locked wheel would be reported missing);
 * ``packages``: locked packages missing or at another version; torch-family and CUDA
   wheels installed that the lock does not have;
 * ``package-files`` (``--hashes``): installed files still match their RECORD hashes;
@@ -42,8 +44,8 @@ from envlock.versions import V
 __all__ = ["VerifyResult", "verify", "choose_target", "versions_agree", "CHECKS",
            "RUNTIME_CHECKS"]
 
-CHECKS = ("packages", "package-files", "libraries", "cuda-majors", "driver", "gpu-kernels",
-          "gpu-mix", "gpu-target", "env", "advisories")
+CHECKS = ("python", "packages", "package-files", "libraries", "cuda-majors", "driver",
+          "gpu-kernels", "gpu-mix", "gpu-target", "env", "advisories")
 RUNTIME_CHECKS = ("driver", "gpu-kernels", "gpu-mix", "gpu-target", "env")
 
 #: verify's own findings and the advisories that describe the same problem: verify keeps its
@@ -148,19 +150,25 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
     skipped: List[Tuple[str, str]] = []
     ctx = fixes or FixContext()
 
-    checked.append("packages")
-    findings += _packages(lock, target, snapshot, ctx)
-    if target.closure != "full":
-        skipped.append(("packages-outside-lock",
-                        f"the lock target holds only the {target.closure} (resolved offline), "
-                        f"so packages it does not list are not judged"))
-    if check_hashes:
-        checked.append("package-files")
-        findings += _package_files(lock, target, snapshot, paths, ctx)
+    checked.append("python")
+    first = _python(target, snapshot)
+    if first:
+        why = f"the environment's Python is not the lock's ({first[0].detail})"
+        skipped += [("packages", why), ("package-files", why), ("libraries", why)]
     else:
-        skipped.append(("package-files", "file hashes are checked only with --hashes"))
-    checked.append("libraries")
-    findings += _libraries(target, snapshot)
+        checked.append("packages")
+        findings += _packages(lock, target, snapshot, ctx)
+        if target.closure != "full":
+            skipped.append(("packages-outside-lock",
+                            f"the lock target holds only the {target.closure} (resolved "
+                            f"offline), so packages it does not list are not judged"))
+        if check_hashes:
+            checked.append("package-files")
+            findings += _package_files(lock, target, snapshot, paths, ctx)
+        else:
+            skipped.append(("package-files", "file hashes are checked only with --hashes"))
+        checked.append("libraries")
+        findings += _libraries(target, snapshot)
     checked.append("cuda-majors")
     findings += _cuda_majors(lock, target, snapshot, ctx)
     if stage == "runtime":
@@ -188,11 +196,25 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
                         detail=f"{f.detail} (advisory {', '.join(a.id for a in covered)})")
         merged.append(f)
     findings = merged + [a for aid, a in advisories.items() if aid not in used]
-    return VerifyResult(target=target.name, stage=stage, findings=tuple(sort_findings(findings)),
+    return VerifyResult(target=target.name, stage=stage,
+                        findings=tuple(first + sort_findings(findings)),
                         checked=tuple(checked), skipped=tuple(skipped))
 
 
 # -- individual checks ---------------------------------------------------------------------
+
+
+def _python(target: LockTarget, snap: Snapshot) -> List[Finding]:
+    """The one finding a wrong interpreter deserves (its wheels cannot be the lock's)."""
+    have = ".".join((snap.python.version or "").split(".")[:2])
+    want = target.python.rstrip("t")
+    if not have or not want or have == want:
+        return []
+    return [Finding("python-mismatch", "error", "python",
+                    f"Python {have} runs here, the lock is for Python {target.python}",
+                    f"installed {snap.python.version}, locked {target.python}",
+                    (f"run in a Python {target.python} environment, or re-lock for this "
+                     f"one: envlock resolve --python {have} ...",), subject="python")]
 
 
 def _packages(lock: Lock, target: LockTarget, snap: Snapshot, ctx: FixContext) -> List[Finding]:

@@ -186,6 +186,7 @@ def junit_xml(suite: str, checked: Iterable[str], findings: Sequence[Finding],
 
 
 _CHECK_OF_ID = {
+    "python-mismatch": "python",
     "package-missing": "packages", "package-version": "packages",
     "package-unexpected": "packages", "package-files": "package-files",
     "library-version": "libraries", "library-shadowed": "libraries",

@@ -39,8 +39,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--torch", metavar="SPEC", help="torch version constraint, e.g. '>=2.4,<2.5'")
     p.add_argument("--cuda", metavar="X.Y", help="force a CUDA line (12.1, 12.8, 13.0, ...)")
     p.add_argument("--driver", metavar="VERSION",
-                   help="the NVIDIA driver the targets run (e.g. 535.104.05)")
-    p.add_argument("--python", default=None, metavar="X.Y", help="target Python (default 3.11)")
+                   help="the NVIDIA driver the targets run: a release (535.104.05) or a "
+                        "branch (535, R535: its oldest release); default "
+                        "$UV_CUDA_DRIVER_VERSION, $CONDA_OVERRIDE_CUDA, else none")
+    p.add_argument("--python", default=None, metavar="X.Y",
+                   help="target Python (default: the running interpreter's)")
     p.add_argument("--platform", default=None,
                    choices=["linux_x86_64", "linux_aarch64", "win_amd64"],
                    help="target platform (default linux_x86_64)")
@@ -57,6 +60,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    default=os.environ.get("ENVLOCK_PYTORCH_INDEX_URL",
                                           "https://download.pytorch.org/whl"),
                    help="base of the PyTorch index or its mirror ($ENVLOCK_PYTORCH_INDEX_URL)")
+    p.add_argument("--prefer", choices=["pypi", "pytorch-index"], default=None,
+                   help="rank builds on this index first among the qualifying builds of the "
+                        "chosen torch release (default: newest CUDA line first); an "
+                        "unreachable index falls back to an equivalent build either way")
     p.add_argument("--offline", action="store_true",
                    help="no network: use the cache, or only the matrix when nothing is cached")
     p.add_argument("--refresh", action="store_true",
@@ -115,15 +122,14 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         snap = load_snapshot(args.from_snapshot)
         targets = [snapshot_target(matrix, snap, args.from_snapshot, args.python,
                                    args.platform, args.glibc)]
-        if args.driver:
-            from dataclasses import replace
-
-            targets = [replace(targets[0], driver=args.driver)]
+    elif not (args.gpu or args.cpu):
+        targets = [_local_target(matrix, args)]
     else:
         targets = gpu_targets(matrix, args.gpu, cpu=args.cpu, together=args.together,
-                              python=args.python or "3.11",
+                              python=args.python or default_python(),
                               platform=args.platform or "linux_x86_64",
-                              glibc=args.glibc or DEFAULT_GLIBC, driver=args.driver)
+                              glibc=args.glibc or DEFAULT_GLIBC, driver=None)
+    targets = [_with_driver(matrix, t, args.driver, args.from_snapshot) for t in targets]
     if args.cuda and args.cuda not in matrix.cuda_lines:
         raise UsageError(f"--cuda {args.cuda!r}: not a CUDA line the matrix knows "
                          f"({', '.join(matrix.cuda_lines)})")
@@ -131,8 +137,76 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         targets=tuple(targets), torch=spec, cuda=args.cuda, requirements=tuple(rest),
         requirement_files=digests, offline=args.offline,
         indexes=tuple(redact(u) for u in config.indexes),
-        pytorch_index=args.pytorch_index_url.rstrip("/"), env=_parse_env(args.env),
-        together=args.together, prerelease=args.prerelease)
+        pytorch_index=_pytorch_index(args, config), env=_parse_env(args.env),
+        together=args.together, prefer=args.prefer, prerelease=args.prerelease)
+
+
+def _pytorch_index(args: argparse.Namespace, config: Any) -> str:
+    """--pytorch-index-url / $ENVLOCK_PYTORCH_INDEX_URL, else a PyTorch-layout mirror among
+    pip's indexes (``.../cu121`` as an extra index), else download.pytorch.org."""
+    from envlock.resolve.reach import PYTORCH_DEFAULT, mirror_from_config
+
+    given = args.pytorch_index_url.rstrip("/")
+    if given != PYTORCH_DEFAULT:
+        return given
+    return mirror_from_config(config) or given
+
+
+def default_python() -> str:
+    """The running interpreter's X.Y, as uv and pip default to."""
+    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _with_driver(matrix: Any, target: Any, driver: Optional[str],
+                 from_snapshot: Optional[str]) -> Any:
+    """The target with the driver it is resolved for: --driver, else a driver hint from the
+    environment (for --gpu targets), else the snapshot's or this host's."""
+    from dataclasses import replace
+
+    from envlock.resolve.driver import driver_from_env, parse_driver
+
+    if target.cpu:
+        return target
+    stated = parse_driver(driver, target.gpus) if driver else None
+    if stated is None and target.driver is None and not from_snapshot:
+        stated = driver_from_env(os.environ, matrix, target.gpus)
+    if stated is None:
+        return target
+    notes = tuple(target.notes) + ((stated.note,) if stated.note else ())
+    return replace(target, driver=stated.version, notes=notes)
+
+
+def _local_target(matrix: Any, args: argparse.Namespace) -> Any:
+    """This host as the target: its GPUs and its driver (NVML, else /proc and sysfs)."""
+    from envlock.platforms import DEFAULT_GLIBC
+    from envlock.probe.nvml import probe_nvml
+    from envlock.resolve.target import gpu_targets
+
+    report = probe_nvml()
+    names = [g.name for g in report.gpus if g.name]
+    if not names:
+        raise UsageError("nothing to resolve for: this host's GPUs could not be read; give "
+                         "--gpu NAME (one or more), --cpu, or --from-snapshot FILE")
+    seen: List[str] = []
+    gpus = []
+    for g in report.gpus:
+        if not g.name:
+            continue
+        m = matrix.gpu(g.name, g.memory_mib)
+        if m.id not in seen:
+            seen.append(m.id)
+            gpus.append(m)
+    base = gpu_targets(matrix, [g.id for g in gpus], cpu=False, together=True,
+                       python=args.python or default_python(),
+                       platform=args.platform or "linux_x86_64",
+                       glibc=args.glibc or DEFAULT_GLIBC, driver=None)[0]
+    version = report.driver.version if report.driver else None
+    note = (f"this host: {', '.join(names)}, driver {version}" if version
+            else f"this host: {', '.join(names)}; its driver version could not be read")
+    from dataclasses import replace
+
+    return replace(base, driver=version, origin="this host", notes=(note,), separate=False)
+
 
 
 def _lock_dir(output: str) -> Path:
@@ -206,10 +280,13 @@ def run(args: argparse.Namespace, out: Any) -> int:
         return ExitCode.OK
     if args.output == "-" and not args.dry_run:
         return ExitCode.OK
-    for t in lock.targets:
+    for i, t in enumerate(lock.targets):
         tv = t.torch
         where = "PyPI" if tv and tv.on_pypi else (tv.index if tv else "")
         hw = ", ".join(f"{g} ({cc})" for g, cc in zip(t.gpus, t.compute_capabilities)) or "CPU"
+        if t.family:
+            hw = (f"the {t.family} family ({len(t.gpus)} models, "
+                  f"{t.compute_capabilities[0]})")
         drv = f"; driver >= {t.driver_min}" if t.driver_min else ""
         version = tv.installed_version if tv else "?"
         variant = tv.variant if tv else "?"
@@ -222,6 +299,15 @@ def run(args: argparse.Namespace, out: Any) -> int:
                       + (f" -> {', '.join(a.override)}" if a.override else "")
                       + (f" (not confirmed: {', '.join(a.unknown)} unknown)"
                          if a.unknown else ""))
+        spec = request.targets[i] if i < len(request.targets) else None
+        if not args.verbose:  # --verbose prints them with the whole decision
+            for line in t.decision:
+                if line.startswith("index fallback: "):
+                    out.print(f"  {line}")
+            for note in (spec.notes if spec is not None else ()):
+                out.print(f"  {note}")
+        if spec is not None:
+            _print_driver_hint(out, args, request, spec, t.driver_min)
         if args.verbose:
             for line in t.decision:
                 out.print(f"  - {line}")
@@ -230,6 +316,47 @@ def run(args: argparse.Namespace, out: Any) -> int:
     if path:
         out.print(f"wrote {path}")
     return ExitCode.OK
+
+
+def _print_driver_hint(out: Any, args: argparse.Namespace, request: Any, spec: Any,
+                       floor: Optional[str]) -> None:
+    """No driver known: name the lock's floor, and the command for the oldest branch these
+    GPUs are commonly deployed on when the floor leaves it out."""
+    from envlock.matrix import get_matrix
+    from envlock.resolve.driver import driver_hint
+
+    hint = driver_hint(get_matrix(), spec, request.torch, request.cuda,
+                       tuple(str(r) for r in request.requirements), floor)
+    if hint is None:
+        return
+    out.print(f"  no driver given: this lock needs driver >= {hint.floor} "
+              f"(R{hint.floor_branch} or newer)")
+    if not hint.left_out:
+        return
+    names = spec.family or " + ".join(g.name for g in spec.gpus)
+    common = ", ".join(f"R{b}" for b, _ in hint.deployed)
+    out.print(f"  {names} machines commonly run {common}; this lock does not run on "
+              f"{', '.join(f'R{b}' for b in hint.left_out)}")
+    if hint.oldest is None or hint.build is None:
+        out.print("  no build qualifies on those branches with these constraints")
+        return
+    older = [b for b in hint.left_out if b < hint.oldest]
+    if older:
+        out.print(f"  no build qualifies on {', '.join(f'R{b}' for b in older)}")
+    argv: List[str] = []
+    skip = False
+    for a in _argv_for_header(args):
+        if skip:
+            skip = False
+        elif a in ("-o", "--output", "--driver"):
+            skip = True
+        elif not a.startswith(("--output=", "--driver=")):
+            argv.append(a)
+    from envlock._redact import strip_userinfo
+
+    cmd = "envlock resolve " + " ".join(shlex.quote(strip_userinfo(a)) for a in argv
+                                        + ["--driver", f"R{hint.oldest}"])
+    out.print(f"  for every R{hint.oldest} release ({hint.build}): {cmd}")
 
 
 def _argv_for_header(args: argparse.Namespace) -> List[str]:
@@ -268,6 +395,8 @@ def lock_json(lock: Any, path: Optional[str]) -> Dict[str, Any]:
                             **({"unknown": list(a.unknown)} if a.unknown else {})}
                            for a in t.advisories],
             "decision": list(t.decision),
+            "machines": t.machines,
+            "family": t.family,
         })
     return {"lock": path, "envlock_version": lock.envlock_version,
             "matrix_version": lock.matrix_version, "inputs_hash": lock.inputs_hash,

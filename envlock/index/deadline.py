@@ -120,13 +120,13 @@ class _DeadlineSocket:
 class HTTPConnection(_conn.HTTPConnection):
     def connect(self) -> None:
         super().connect()
-        self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment]
+        self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment,unused-ignore]
 
 
 class HTTPSConnection(_conn.HTTPSConnection):
     def connect(self) -> None:
         super().connect()
-        self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment]
+        self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment,unused-ignore]
 
 
 class HTTPConnectionPool(_pool.HTTPConnectionPool):

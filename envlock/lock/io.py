@@ -59,6 +59,10 @@ def render_lock(lock: Lock) -> str:
         tt["gpus"] = list(t.gpus)
         tt["gpu-models"] = list(t.gpu_models)
         tt["compute-capabilities"] = list(t.compute_capabilities)
+        if t.family:
+            tt["family"] = t.family
+        if t.machines != "one":
+            tt["machines"] = t.machines
         tt["python"] = t.python
         tt["platform"] = t.platform
         tt["glibc"] = t.glibc
@@ -375,6 +379,8 @@ def _parse_lock(data: Mapping[str, Any], origin: str) -> Lock:
             decision=tuple(r.get(t, "decision", "strs", p, required=False, default=[])),
             env={k: str(v) for k, v in r.get(t, "env", dict, p, required=False,
                                              default={}).items()},
+            machines=r.get(t, "machines", str, p, required=False, default="one"),
+            family=r.get(t, "family", str, p, required=False),
         ))
     return Lock(
         version=version,

@@ -97,6 +97,11 @@ class LockTarget:
     closure: str  # full | gpu-core
     decision: Tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    #: "one": the GPUs share a machine; "separate": a fleet, one model per machine
+    #: (``--together``, a GPU family), so verify and doctor never call it a mixed machine
+    machines: str = "one"
+    #: the family the GPUs are the members of (``--gpu H100``), if any
+    family: Optional[str] = None
 
     def package(self, name: str) -> Optional[LockedPackage]:
         from packaging.utils import canonicalize_name

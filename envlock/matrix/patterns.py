@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 try:  # Python 3.11+: the parser lives in re._parser (sre_parse is deprecated)
     from re import _parser as _sre  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python < 3.11
-    import sre_parse as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre  # type: ignore[no-redef,unused-ignore]
 
 __all__ = ["pattern_problem"]
 

@@ -17,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envlock import __version__
-from envlock.errors import ConflictError, NoCandidateError, OfflineError
+from envlock.errors import ConflictError, IndexError_, NoCandidateError, OfflineError
 from envlock.families import library_of_package
 from envlock.index.config import IndexConfig, redact
 from envlock.lock.model import (
@@ -38,6 +38,7 @@ from envlock.resolve.hardware import (
     judge_build,
     plan_facts,
 )
+from envlock.resolve.reach import torch_unavailable, way_out
 from envlock.resolve.sources import SourcePolicy
 from envlock.resolve.target import ResolveRequest, TargetSpec
 from envlock.versions import V
@@ -141,17 +142,20 @@ def _choose(matrix: Matrix, spec: TargetSpec, request: ResolveRequest,
     torch_pinned, lines_pinned = narrowed_spec(matrix, request.torch, pinned)
     if lines_all:
         try:
-            return choose_variant(matrix, spec, torch_all, request.cuda, wants), lines_all
+            return choose_variant(matrix, spec, torch_all, request.cuda, wants,
+                                  prefer=request.prefer), lines_all
         except NoCandidateError:
             pass  # below: only the pinned requirements' needs, or none
     if not lines_pinned:
-        return choose_variant(matrix, spec, request.torch, request.cuda, wants), []
+        return choose_variant(matrix, spec, request.torch, request.cuda, wants,
+                              prefer=request.prefer), []
     if not any(torch_pinned.contains(V(r), prereleases=True) for r in matrix.torch_releases):
         asked = f"torch{request.torch} (requested); " if str(request.torch) else ""
         raise ConflictError(f"the requirements' torch constraints cannot all hold: {asked}"
                             + "; ".join(lines_pinned))
     try:
-        return choose_variant(matrix, spec, torch_pinned, request.cuda, wants), lines_pinned
+        return choose_variant(matrix, spec, torch_pinned, request.cuda, wants,
+                              prefer=request.prefer), lines_pinned
     except NoCandidateError as exc:
         raise NoCandidateError(f"no torch build fits both the requirements "
                                f"({'; '.join(lines_pinned)}) and the hardware: {exc.message}",
@@ -170,6 +174,10 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
     needs = _torch_from_requirements(request, matrix, config, client, target)
     choice, narrowed_by = _choose(matrix, spec, request, needs)
+    family_note = _check_family(matrix, request, spec, choice)
+    fallback: List[str] = []
+    if not request.offline:
+        choice, fallback = _reachable_choice(request, matrix, config, client, spec, choice)
     v = choice.variant
     derived = dict(choice.libraries.versions) if choice.libraries else dict(v.libraries)
     tindex = torch_index_url(v, config, request.pytorch_index)
@@ -178,6 +186,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     decision = list(choice.decision)
     if narrowed_by:
         decision.insert(1, "torch narrowed by the requirements: " + "; ".join(narrowed_by))
+    decision[1:1] = list(spec.notes) + ([family_note] if family_note else []) + fallback
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
     closure = "full"
@@ -211,6 +220,9 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         decision.append(f"offline and not cached ({exc.message}); the lock holds only the "
                         f"GPU core from the matrix, without hashes or transitive closure")
         packages, resolved_versions = _gpu_core(matrix, request, target, v, tindex, overrides)
+    except IndexError_ as exc:
+        raise IndexError_(exc.message, hint=way_out(v, _other_builds(matrix, request, spec, v,
+                                                                     config))) from None
     libs = libraries_of(resolved_versions, derived)
     for name, req in overrides.items():
         decision.append(f"override: {req} (advisory) instead of the build's own pin")
@@ -237,7 +249,136 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         closure=closure,
         decision=tuple(decision),
         env=dict(request.env),
+        machines="separate" if spec.separate else "one",
+        family=spec.family,
     )
+
+
+def _reachable_choice(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
+                      client: "IndexClient", spec: TargetSpec,
+                      choice: Choice) -> Tuple[Choice, List[str]]:
+    """The chosen build if its index serves its torch; else an equivalent build (same
+    release, a CUDA line that qualifies by the same rules) from an index that does, with a
+    decision line saying so; else an index error naming the ways out."""
+    from packaging.specifiers import SpecifierSet
+
+    down: Dict[str, str] = {}
+    first = choice.variant
+    while True:
+        v = choice.variant
+        tindex = torch_index_url(v, config, request.pytorch_index)
+        why = down.get(tindex) or torch_unavailable(client, tindex, v)
+        if why is None:
+            break
+        down[tindex] = why
+        try:
+            choice = choose_variant(
+                matrix, spec, SpecifierSet(f"=={first.release}"), request.cuda,
+                tuple(str(r) for r in request.requirements), prefer=request.prefer,
+                usable=lambda x: not _is_down(torch_index_url(x, config,
+                                                              request.pytorch_index), down))
+        except NoCandidateError:
+            raise IndexError_(
+                f"{spec.name}: torch {first.version_string} ({first.tag}) cannot be fetched: "
+                + "; ".join(down.values())
+                + f"; no equivalent build of torch {first.release} is on a reachable index",
+                hint=way_out(first, _other_builds(matrix, request, spec, first, config,
+                                                  down))) from None
+    if choice.variant is first:
+        return choice, []
+    v = choice.variant
+    where = "PyPI" if v.on_pypi else redact(torch_index_url(v, config, request.pytorch_index))
+    line = (f"index fallback: {'; '.join(down.values())}; using torch {v.version_string} "
+            f"({v.tag}) from {where} instead of {first.tag}: the same torch release, CUDA "
+            f"{v.cuda} qualifies by the same rules")
+    return choice, [line]
+
+
+def _is_down(index: str, down: Dict[str, str]) -> bool:
+    """Whether ``index`` failed, or sits on a host that could not be reached at all."""
+    if index in down:
+        return True
+    host = _host(index)
+    return any(why.startswith("cannot reach") and _host(url) == host
+               for url, why in down.items())
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _other_builds(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
+                  variant: TorchVariant, config: IndexConfig,
+                  down: Optional[Dict[str, str]] = None) -> List[TorchVariant]:
+    """Qualifying builds on other CUDA lines (any allowed release), best first, for the
+    ``--cuda`` way out of an index error."""
+    avoid = set(down or {}) | {torch_index_url(variant, config, request.pytorch_index)}
+    try:
+        c = choose_variant(matrix, spec, request.torch, None,
+                           tuple(str(r) for r in request.requirements), prefer=request.prefer,
+                           usable=lambda x: x.cuda != variant.cuda and not _is_down(
+                               torch_index_url(x, config, request.pytorch_index),
+                               {**{u: "" for u in avoid}, **(down or {})}))
+    except NoCandidateError:
+        return []
+    return [c.variant]
+
+
+def _member_key(choice: Choice, driver: Optional[str]) -> Tuple[object, ...]:
+    """What of a choice makes a lock: the build, the advisories and (with no driver given)
+    the driver floor; with a driver, only whether it runs the build."""
+    v = choice.variant
+    floor: object = choice.need.minimum
+    if driver and choice.need.minimum:
+        from envlock.versions import V
+
+        floor = V(driver) >= V(choice.need.minimum)
+    return (v.release, v.tag, v.index, floor,
+            tuple(sorted((a.id, a.action) for a in choice.advisories)))
+
+
+def _check_family(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
+                  choice: Choice) -> Optional[str]:
+    """A family target (``--gpu H100``) covers every member only when each member on its
+    own gets the same lock; otherwise the user must say which member (exit 2)."""
+    if not spec.family or len(spec.gpus) < 2:
+        return None
+    from dataclasses import replace
+
+    from envlock.errors import UsageError
+
+    reqs = tuple(str(r) for r in request.requirements)
+    keys: Dict[str, object] = {}
+    what: Dict[str, str] = {}
+    for g in spec.gpus:
+        one = replace(spec, gpus=(g,), family=None, separate=False)
+        try:
+            c = choose_variant(matrix, one, request.torch, request.cuda, reqs)
+        except NoCandidateError:
+            keys[g.name] = what[g.name] = "no build fits"
+            continue
+        keys[g.name] = _member_key(c, spec.driver)
+        adv = ", ".join(sorted(a.id for a in c.advisories))
+        what[g.name] = (f"torch {c.variant.version_string}, driver >= {c.need.minimum}"
+                        + (f", advisories {adv}" if adv else ""))
+    if len(set(map(repr, keys.values()))) > 1:
+        listing = "; ".join(f"{n}: {what[n]}" for n in keys)
+        names = ", ".join(f"--gpu '{_short_name(n)}'" for n in keys)
+        raise UsageError(f"--gpu {spec.family} is a family whose members need different locks "
+                         f"({listing}); name the member: {names}")
+    names = ", ".join(g.name for g in spec.gpus)
+    same = (f"advisories, and driver {spec.driver} runs it on each" if spec.driver
+            else "advisories and driver floor")
+    return (f"{spec.family} is a family ({names}; compute capability "
+            f"{spec.gpus[0].compute_capability}): each member gets this same build, "
+            f"{same}, so the lock covers all of them")
+
+
+def _short_name(name: str) -> str:
+    return name.replace("NVIDIA ", "").replace("Tesla ", "")
 
 
 def _rejudge(matrix: Matrix, spec: TargetSpec, choice: Choice,

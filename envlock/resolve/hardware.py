@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -121,7 +121,7 @@ def plan_facts(matrix: Matrix, target: TargetSpec, variant: TorchVariant,
         libraries=libraries if libraries is not None else dict(libs.versions),
         python=target.python, platform=target.platform, glibc=target.glibc,
         packages_complete=bool(complete), libraries_complete=not libs.unknown,
-        unknown_prefixes=unknown_prefixes)
+        unknown_prefixes=unknown_prefixes, separate_machines=target.separate)
 
 
 def judge_build(matrix: Matrix, facts: Facts) -> List[Verdict]:
@@ -207,9 +207,15 @@ def _with_index(matrix: Matrix, v: TorchVariant, base: str) -> str:
 
 def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
                    cuda: Optional[str] = None,
-                   target_requirements: Sequence[str] = ()) -> Choice:
+                   target_requirements: Sequence[str] = (), *,
+                   prefer: Optional[str] = None,
+                   usable: Optional[Callable[[TorchVariant], bool]] = None) -> Choice:
     """The build for ``target``; ``target_requirements`` names what the user adds to torch
-    (their packages are unknown to the hardware choice: the closure judges them later)."""
+    (their packages are unknown to the hardware choice: the closure judges them later).
+
+    ``prefer`` (``pypi`` or ``pytorch-index``) ranks the builds of that index first within
+    the chosen release, before the CUDA line; ``usable`` drops builds whose index cannot
+    serve them (an unreachable index, a mirror without that variant)."""
     pool = matrix.variants_for(platform=target.platform)
     releases = {v.release for v in pool}
     ok = {r for r in releases if spec.contains(V(r), prereleases=True)}
@@ -221,6 +227,8 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
     base = [v for v in base if not v.pythons or target.python in v.pythons]
     if cuda:
         base = [v for v in base if v.cuda == cuda]
+    if usable is not None:
+        base = [v for v in base if usable(v)]
     if not base:
         raise NoCandidateError(_no_base(matrix, target, spec, cuda, allowed))
 
@@ -267,7 +275,11 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
     if not clean:
         raise NoCandidateError(_explain(matrix, target, spec, cuda, base, kernel_ok,
                                         runnable, excluded))
-    clean.sort(key=lambda c: c.rank(), reverse=True)
+    if prefer in ("pypi", "pytorch-index"):
+        want_pypi = prefer == "pypi"
+        clean.sort(key=lambda c: ((c.variant.on_pypi == want_pypi),) + c.rank(), reverse=True)
+    else:
+        clean.sort(key=lambda c: c.rank(), reverse=True)
     best = clean[0]
     applied = list(best.applied)
     overrides = list(best.overrides)
@@ -297,6 +309,15 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
             builds = ", ".join(sorted({_short(v) for v in shown}))
             applied.append(AppliedAdvisory(aid, "excluded", f"{adv.title} (excluded {builds})"))
     decision = _decision(matrix, target, spec, cuda, best, runnable)
+    if prefer and clean[0] is not max(clean, key=lambda c: c.rank()):
+        why = (f"--prefer {prefer}: builds on "
+               f"{'PyPI' if prefer == 'pypi' else 'the PyTorch index'} rank first among the "
+               f"qualifying builds of {best.variant.release}")
+        stale = "newer CUDA lines have advisories the matrix cannot rule out"
+        if any(stale in d for d in decision):
+            decision = [d.replace(stale, why) for d in decision]
+        else:
+            decision.append(why)
     decision[2:2] = steps
     if overrides:
         decision = [d for d in decision if not d.startswith("overrides: ")]

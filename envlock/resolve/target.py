@@ -15,6 +15,7 @@ from packaging.utils import canonicalize_name
 
 from envlock.errors import InputError, UsageError
 from envlock.matrix.matrix import Matrix
+from envlock.matrix.lookup import normalize_name
 from envlock.matrix.model import Gpu
 from envlock.platforms import DEFAULT_GLIBC, PLATFORM_INFO
 from envlock.snapshot import Snapshot
@@ -46,6 +47,12 @@ class TargetSpec:
     driver: Optional[str] = None
     cpu: bool = False
     origin: str = ""
+    #: how the driver (or the target itself) was arrived at, for the lock's ``decision``
+    notes: Tuple[str, ...] = ()
+    #: the family name when the GPUs are the members of one (``--gpu H100``)
+    family: Optional[str] = None
+    #: the GPUs are in different machines (``--together``, a family), not one box
+    separate: bool = False
 
     def describe(self) -> str:
         what = "CPU only" if self.cpu else " + ".join(g.name for g in self.gpus)
@@ -70,6 +77,8 @@ class ResolveRequest:
     pytorch_index: str = "https://download.pytorch.org/whl"
     env: Mapping[str, str] = field(default_factory=dict)
     together: bool = False
+    #: ``pypi`` or ``pytorch-index``: rank that index's builds first (``--prefer``)
+    prefer: Optional[str] = None
     #: ``--prerelease`` (uv's modes; see :data:`envlock.resolve.closure.PRERELEASE_MODES`)
     prerelease: str = "if-necessary"
 
@@ -93,6 +102,7 @@ class ResolveRequest:
             "env": {k: strip_userinfo(v) for k, v in sorted(self.env.items())},
             "matrix-version": matrix_version,
             # only when not the default, so locks made before the option stay fresh
+            **({"prefer": self.prefer} if self.prefer else {}),
             **({"prerelease": self.prerelease} if self.prerelease != "if-necessary" else {}),
         }
 
@@ -143,22 +153,38 @@ def gpu_targets(matrix: Matrix, gpus: Sequence[str], *, cpu: bool, together: boo
     _check_platform(platform)
     _check_glibc(glibc)
     _check_driver(driver)
+    from envlock.resolve.family import family_members
+
     found: List[Gpu] = []
+    groups: List[Tuple[str, Optional[str], Tuple[Gpu, ...]]] = []  # (name, family, gpus)
     for name in gpus:
+        members = family_members(matrix, name)
+        if members:
+            family = normalize_name(name)
+            if any(f == family for _, f, _ in groups):
+                continue
+            groups.append((family, name.strip(), members))
+            found.extend(g for g in members if g not in found)
+            continue
         g = matrix.gpu(name)  # raises UnknownGpuError with suggestions
         if g not in found:
             found.append(g)
+            groups.append((g.id, None, (g,)))
     targets: List[TargetSpec] = []
     if found:
         if together:
-            targets.append(TargetSpec(name="+".join(g.id for g in found), gpus=tuple(found),
+            fams = [f for _, f, _ in groups if f]
+            targets.append(TargetSpec(name="+".join(n for n, _, _ in groups), gpus=tuple(found),
                                       python=python, platform=platform, glibc=glibc,
-                                      driver=driver, origin="--gpu --together"))
+                                      driver=driver, origin="--gpu --together",
+                                      family=fams[0] if len(groups) == 1 and fams else None,
+                                      separate=len(found) > 1))
         else:
-            for g in found:
-                targets.append(TargetSpec(name=g.id, gpus=(g,), python=python,
+            for n, fam, members in groups:
+                targets.append(TargetSpec(name=n, gpus=members, python=python,
                                           platform=platform, glibc=glibc, driver=driver,
-                                          origin="--gpu"))
+                                          origin="--gpu", family=fam,
+                                          separate=len(members) > 1))
     if cpu:
         targets.append(TargetSpec(name="cpu", gpus=(), python=python, platform=platform,
                                   glibc=glibc, driver=None, cpu=True, origin="--cpu"))

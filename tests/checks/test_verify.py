@@ -263,3 +263,33 @@ def test_record_hashes_are_checked_with_hashes(tmp_path: Path) -> None:
     assert [f.id for f in bad.findings] == ["package-files"]
     assert "demo/__init__.py" in bad.findings[0].detail
     shutil.rmtree(site)
+
+
+def test_a_python_mismatch_is_one_finding_instead_of_the_package_noise(tmp_path: Path) -> None:
+    snap = json.loads((DATA / "snapshots" / "h100-match.json").read_text())
+    locked = snap["python"]["version"]
+    snap["python"]["version"] = "3.9.18"
+    snap["packages"] = {}  # a 3.9 environment has none of the lock's cp3X wheels
+    path = tmp_path / "py39.json"
+    path.write_text(json.dumps(snap))
+    r = run_cli("verify", "--lock", LOCK, "--snapshot", str(path), "--json")
+    data = json.loads(r.out)
+    assert r.code == 1
+    assert [f["id"] for f in data["findings"]] == ["python-mismatch"]
+    f = data["findings"][0]
+    assert "3.9" in f["title"] and locked.rsplit(".", 1)[0] in f["title"]
+    text = run_cli("verify", "--lock", LOCK, "--snapshot", str(path))
+    assert "python-mismatch" in text.out or "Python 3.9" in text.out
+    assert "not installed" not in text.out
+
+
+def test_a_lock_resolved_without_python_matches_the_interpreter(tmp_path: Path) -> None:
+    import sys
+
+    out = tmp_path / "l.lock"
+    r = run_cli("resolve", "--gpu", "H100", "--offline", "-o", str(out))
+    assert r.code == 0, r.err
+    from envlock import _toml
+
+    assert _toml.loads(out.read_text())["target"][0]["python"] == \
+        f"{sys.version_info[0]}.{sys.version_info[1]}"

@@ -52,7 +52,7 @@ def test_suggested_fixes_restore_the_lock(tmp_path: Path) -> None:
     with torch_world(tmp_path / "world") as world:
         lockdir = tmp_path / "proj"
         lockdir.mkdir()
-        world.resolve(lockdir / "h100.lock", "--gpu", "H100")
+        world.resolve(lockdir / "h100.lock", "--gpu", "H100 SXM")
         # another jinja2 on the index: the drift a stray `pip install -U` brings; and a
         # CUDA 11 cuDNN wheel, the other CUDA major
         world.server.indexes["pypi"].add(make_wheel(tmp_path / "extra", "jinja2", "3.1.3",

@@ -57,8 +57,8 @@ def locks_dir(monkeypatch: pytest.MonkeyPatch) -> Path:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     d = tmp_path_factory.mktemp("torch-world")
     with torch_world(d) as tw:
-        h100 = tw.resolve(d / "h100.lock", "--gpu", "H100")
-        multi = tw.resolve(d / "multi.lock", "--gpu", "H100", "--gpu", "H20", "--cuda",
+        h100 = tw.resolve(d / "h100.lock", "--gpu", "H100 SXM")
+        multi = tw.resolve(d / "multi.lock", "--gpu", "H100 SXM", "--gpu", "H20", "--cuda",
                            "12.1", "torchvision")
         yield World(tw, d, h100, multi)
 

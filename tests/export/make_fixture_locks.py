@@ -43,7 +43,7 @@ def main() -> None:
     LOCKS.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, torch_world(Path(tmp)) as world:
         base = world.server.base
-        multi = world.resolve(Path(tmp) / "cu121-h100-h20.lock", "--gpu", "H100", "--gpu",
+        multi = world.resolve(Path(tmp) / "cu121-h100-h20.lock", "--gpu", "H100 SXM", "--gpu",
                               "H20", "--cuda", "12.1", "--env", "NCCL_DEBUG=WARN",
                               "torchvision")
         mirror = {"/files/pypi/": "https://pypi-mirror.example.com/packages/",
@@ -51,7 +51,7 @@ def main() -> None:
                   "/files/cu121/": "https://download.pytorch.org/whl/cu121/",
                   "/whl": "https://download.pytorch.org/whl"}
         (LOCKS / multi.name).write_text(_rewrite(multi.read_text(), base, mirror))
-        h100 = world.resolve(Path(tmp) / "h100-pypi.lock", "--gpu", "H100")
+        h100 = world.resolve(Path(tmp) / "h100-pypi.lock", "--gpu", "H100 SXM")
         pypi = {"/files/pypi/": "https://files.pythonhosted.org/packages/",
                 "/pypi/simple": "https://pypi.org/simple",
                 "/whl": "https://download.pytorch.org/whl"}
@@ -59,7 +59,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = clean_env({"ENVLOCK_CACHE_DIR": str(Path(tmp) / "empty-cache")})
         subprocess.run([sys.executable, "-m", "envlock", "resolve", "--offline", "--gpu",
-                        "H100", "--torch", "==2.5.1", "-o", "gpu-core.lock"],
+                        "H100 SXM", "--torch", "==2.5.1", "-o", "gpu-core.lock"],
                        cwd=str(LOCKS), env=env, check=True, capture_output=True)
     for p in sorted(LOCKS.glob("*.lock")):
         print(f"wrote {p.relative_to(HERE.parent.parent)}")

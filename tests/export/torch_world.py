@@ -16,7 +16,7 @@ Resolve against it with :meth:`TorchWorld.resolve`; pass ``--cuda 12.1`` for the
 index build (an ``--gpu H20`` target then gets the cuBLAS advisory override)::
 
     with torch_world(tmp_path) as world:
-        lock_path = world.resolve(tmp_path / "h100.lock", "--gpu", "H100")
+        lock_path = world.resolve(tmp_path / "h100.lock", "--gpu", "H100 SXM")
 """
 
 from __future__ import annotations

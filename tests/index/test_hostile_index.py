@@ -99,7 +99,7 @@ def test_resolve_after_a_lying_index_keeps_torch_dependencies(poisoned_world: In
     extra index. The lock must keep torch's real dependencies and gain no evil-payload."""
     srv = poisoned_world
     monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "cache"))
-    common = ("--pytorch-index-url", f"{srv.base}/pytorch", "--gpu", "H100",
+    common = ("--pytorch-index-url", f"{srv.base}/pytorch", "--gpu", "H100 SXM",
               "--torch", "==2.5.1")
     run_cli("resolve", "--index-url", srv.url("evil"), *common, "-o", str(tmp_path / "a.lock"))
     out = tmp_path / "b.lock"

@@ -135,7 +135,7 @@ def test_a_url_that_cannot_be_requested_is_one_input_error_without_secrets(
     with pytest.raises(InputError) as info:
         IndexClient(IndexConfig(index_url=url), cache_dir=tmp_path)
     assert "S3CRETpw" not in str(info.value) and "user" not in str(info.value)
-    r = run_cli("resolve", "--index-url", url, "--gpu", "H100", "--dry-run")
+    r = run_cli("resolve", "--index-url", url, "--gpu", "H100 SXM", "--dry-run")
     assert r.code == 2, r.err
     assert len(r.err.strip().splitlines()) == 1 and "S3CRETpw" not in r.err + r.out, r.err
 

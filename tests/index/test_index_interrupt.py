@@ -34,7 +34,7 @@ def _start(srv: IndexServer, tmp_path: Path, **env: str) -> subprocess.Popen:
              PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **env)
     return subprocess.Popen(
         [sys.executable, "-m", "envlock", "resolve", "--index-url", srv.url("pypi"),
-         "--pytorch-index-url", f"{srv.base}/pytorch", "--gpu", "H100", "--torch", "==2.5.1",
+         "--pytorch-index-url", f"{srv.base}/pytorch", "--gpu", "H100 SXM", "--torch", "==2.5.1",
          "-o", str(tmp_path / "out" / "envlock.lock")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, cwd=str(tmp_path))
 

@@ -46,7 +46,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _locked(world: IndexServer, index: str, tmp_path: Path, *reqs: str):
     out = tmp_path / "envlock.lock"
     r = run_cli("resolve", "--index-url", world.url(index),
-                "--pytorch-index-url", f"{world.base}/pytorch", "--gpu", "H100",
+                "--pytorch-index-url", f"{world.base}/pytorch", "--gpu", "H100 SXM",
                 "--torch", "==2.5.1", *reqs, "-o", str(out))
     pkgs = {}
     if r.code == 0:

@@ -127,7 +127,7 @@ def test_pkg_info_reliability_follows_pep_643() -> None:
 def test_in_tree_backend_builds_the_metadata_and_caches_it_by_hash(
         world: IndexServer, tmp_path: Path, cache: Path) -> None:
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "intree", "-o", str(out))
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "intree", "-o", str(out))
     assert r.code == 0, r.err
     pk = packages(out)
     # Requires-Dist came from the backend (the PKG-INFO marks it dynamic): helper>=1.1,
@@ -140,7 +140,7 @@ def test_in_tree_backend_builds_the_metadata_and_caches_it_by_hash(
     built = cache / "built-metadata" / sha[:2] / f"{sha}.metadata"
     assert b"Requires-Dist: helper>=1.1" in built.read_bytes()
     # the cached result serves later runs, even with --no-build
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "intree", "--no-build",
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "intree", "--no-build",
                 "-o", str(out))
     assert r.code == 0, r.err
     assert "helper" in packages(out)
@@ -149,7 +149,7 @@ def test_in_tree_backend_builds_the_metadata_and_caches_it_by_hash(
 def test_no_build_makes_a_needed_build_an_error_naming_the_package(
         world: IndexServer, tmp_path: Path, cache: Path) -> None:
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "uses-old", "--no-build",
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "uses-old", "--no-build",
                 "-o", str(out))
     assert r.code == 7, (r.code, r.err)
     assert "oldpkg (oldpkg-1.0.tar.gz)" in r.err and "--no-build" in r.err
@@ -159,7 +159,7 @@ def test_no_build_makes_a_needed_build_an_error_naming_the_package(
 def test_reliable_pkg_info_needs_no_build(world: IndexServer, tmp_path: Path,
                                           cache: Path) -> None:
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "newpkg", "--no-build",
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "newpkg", "--no-build",
                 "-o", str(out))
     assert r.code == 0, r.err
     assert {"newpkg", "helper"} <= set(packages(out))
@@ -171,7 +171,7 @@ def test_setup_py_sdist_gets_its_install_requires(world: IndexServer, tmp_path: 
     if world.setuptools is None:  # type: ignore[attr-defined]
         pytest.skip("no setuptools>=70.1 wheel on this machine to plant on the test index")
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "uses-old", "-o", str(out))
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "uses-old", "-o", str(out))
     assert r.code == 0, r.err
     pk = packages(out)
     assert pk["oldpkg"]["version"] == "1.0" and pk["helper"]["version"] == "1.2"
@@ -190,7 +190,7 @@ def test_a_failing_backend_is_exit_7_and_writes_nothing(tmp_path: Path, cache: P
             "backend.py": "raise RuntimeError('backend exploded')\n"}, pkg_info=None))
         out = tmp_path / "l.lock"
         r = run_cli("resolve", "--index-url", srv.url("pypi"), "--pytorch-index-url",
-                    f"{srv.base}/pytorch", "--gpu", "H100", "--torch", "==2.5.1", "broken",
+                    f"{srv.base}/pytorch", "--gpu", "H100 SXM", "--torch", "==2.5.1", "broken",
                     "-o", str(out))
     assert r.code == 7, (r.code, r.err)
     assert "broken-1.0.tar.gz" in r.err and "backend exploded" in r.err
@@ -210,7 +210,7 @@ def test_a_failing_backend_is_exit_7_and_writes_nothing(tmp_path: Path, cache: P
 def test_prereleases(world: IndexServer, tmp_path: Path, cache: Path, args: list,
                      want: str) -> None:
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", *args, "-o", str(out))
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", *args, "-o", str(out))
     assert r.code == 0, r.err
     name = "betaonly" if "betaonly" in args else "nltk"
     assert packages(out)[name]["version"] == want
@@ -218,7 +218,7 @@ def test_prereleases(world: IndexServer, tmp_path: Path, cache: Path, args: list
 
 def test_disallowed_prerelease_is_a_conflict_not_a_hardware_failure(
         world: IndexServer, tmp_path: Path, cache: Path) -> None:
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "--prerelease", "disallow",
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "--prerelease", "disallow",
                 "nltk==3.9b1", "--dry-run")
     assert r.code == 6, (r.code, r.err)
     assert "nltk==3.9b1 (requested)" in r.err
@@ -227,12 +227,12 @@ def test_disallowed_prerelease_is_a_conflict_not_a_hardware_failure(
 def test_prerelease_mode_is_part_of_the_inputs(world: IndexServer, tmp_path: Path,
                                                cache: Path) -> None:
     out = tmp_path / "l.lock"
-    assert resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "nltk", "-o",
+    assert resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "nltk", "-o",
                    str(out)).code == 0
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "nltk", "--prerelease",
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "nltk", "--prerelease",
                 "allow", "-o", str(out), "--check")
     assert r.code == 1
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "nltk", "-o", str(out),
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "nltk", "-o", str(out),
                 "--check")
     assert r.code == 0, r.out
 
@@ -242,7 +242,7 @@ def test_prerelease_mode_is_part_of_the_inputs(world: IndexServer, tmp_path: Pat
 def test_override_applies_to_a_direct_requirement(world: IndexServer, tmp_path: Path,
                                                   cache: Path) -> None:
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.1.2", "numpy", "-o", str(out))
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.1.2", "numpy", "-o", str(out))
     assert r.code == 0, r.err
     assert packages(out)["numpy"]["version"] == "1.26.4"
     lock = _toml.loads(out.read_text())
@@ -252,7 +252,7 @@ def test_override_applies_to_a_direct_requirement(world: IndexServer, tmp_path: 
 
 def test_override_against_a_user_pin_names_both(world: IndexServer, tmp_path: Path,
                                                 cache: Path) -> None:
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.1.2", "numpy==2.2.6", "--dry-run")
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.1.2", "numpy==2.2.6", "--dry-run")
     assert r.code == 6, (r.code, r.err)
     assert "numpy==2.2.6 (requested)" in r.err and "numpy==1.26.4" in r.err
     assert "numpy2-with-torch-before-2-3" in r.err
@@ -263,7 +263,7 @@ def test_override_against_a_user_pin_names_both(world: IndexServer, tmp_path: Pa
 def test_a_requirement_pinning_torch_chooses_the_release(world: IndexServer, tmp_path: Path,
                                                          cache: Path) -> None:
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--cuda", "12.1", "vllm==0.6.3", "-o", str(out))
+    r = resolve(world, "--gpu", "H100 SXM", "--cuda", "12.1", "vllm==0.6.3", "-o", str(out))
     assert r.code == 0, r.err
     pk = packages(out)
     assert pk["torch"]["version"] == "2.4.0" and pk["vllm"]["version"] == "0.6.3"
@@ -274,7 +274,7 @@ def test_torchvision_pin_maps_to_its_torch_release(world: IndexServer, tmp_path:
                                                    cache: Path) -> None:
     # torchvision 0.19.0 belongs to torch 2.4.0: that is the only release left
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--cuda", "12.1", "tvpin", "-o", str(out))
+    r = resolve(world, "--gpu", "H100 SXM", "--cuda", "12.1", "tvpin", "-o", str(out))
     assert r.code == 0, r.err
     pk = packages(out)
     assert pk["torch"]["version"] == "2.4.0" and pk["torchvision"]["version"] == "0.19.0"
@@ -282,7 +282,7 @@ def test_torchvision_pin_maps_to_its_torch_release(world: IndexServer, tmp_path:
 
 def test_requirement_against_torch_option_is_a_conflict(world: IndexServer, tmp_path: Path,
                                                         cache: Path) -> None:
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "vllm==0.6.3", "--dry-run")
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "vllm==0.6.3", "--dry-run")
     assert r.code == 6, (r.code, r.err)
     assert "torch==2.5.1 (requested)" in r.err
     assert "vllm==0.6.3 requires torch==2.4.0" in r.err
@@ -306,7 +306,7 @@ def test_check_ignores_comments_and_the_working_directory(
     req = proj / "requirements.in"
     req.write_text("helper\n")
     monkeypatch.chdir(proj)
-    assert resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "-r", "requirements.in",
+    assert resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "-r", "requirements.in",
                    "-o", "envlock.lock").code == 0
     lock = _toml.loads((proj / "envlock.lock").read_text())
     assert "requirements.in" in str(lock)
@@ -317,7 +317,7 @@ def test_check_ignores_comments_and_the_working_directory(
     r = run_cli("resolve", "--check", "-o", str(proj / "envlock.lock"))
     assert r.code == 0, r.out
     # the same command's inputs, given from another directory, are the same inputs
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.5.1", "-r", str(req),
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "-r", str(req),
                 "-o", str(proj / "envlock.lock"), "--check")
     assert r.code == 0, r.out
     # a comment or a blank line changes nothing; a requirement does
@@ -333,7 +333,7 @@ def test_an_unpinned_requirement_whose_newest_needs_another_torch_backtracks(
     # newest "lightish" needs torch>=2.5; the user asks for 2.4.0: the older lightish
     # that accepts it is locked (as uv does), not an error
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--torch", "==2.4.0", "--cuda", "12.1", "lightish",
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.4.0", "--cuda", "12.1", "lightish",
                 "-o", str(out))
     assert r.code == 0, r.err
     pk = packages(out)
@@ -343,7 +343,7 @@ def test_an_unpinned_requirement_whose_newest_needs_another_torch_backtracks(
 def test_a_direct_torchvision_pin_chooses_the_torch_release(
         world: IndexServer, tmp_path: Path, cache: Path) -> None:
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100", "--cuda", "12.1", "torchvision==0.19.0", "-o", str(out))
+    r = resolve(world, "--gpu", "H100 SXM", "--cuda", "12.1", "torchvision==0.19.0", "-o", str(out))
     assert r.code == 0, r.err
     pk = packages(out)
     assert pk["torch"]["version"] == "2.4.0" and pk["torchvision"]["version"] == "0.19.0"

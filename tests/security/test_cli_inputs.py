@@ -23,11 +23,11 @@ LOCK = DATA / "locks" / "cu121-h100-h20.lock"
     (["snapshot", "--gpu", "H20:999999999"], "the GPU count must be a number from 1 to 1024"),
     (["snapshot", "--gpu", "H20:0"], "the GPU count must be a number from 1 to 1024"),
     (["snapshot", "--gpu", "H20:٨"], "the GPU count must be a number from 1 to 1024"),
-    (["resolve", "--gpu", "H100", "--glibc", "abc", "--offline", "--dry-run"],
+    (["resolve", "--gpu", "H100 SXM", "--glibc", "abc", "--offline", "--dry-run"],
      "--glibc 'abc': give a glibc version like 2.28"),
-    (["resolve", "--gpu", "H100", "--python", "3.11\n", "--offline", "--dry-run"],
+    (["resolve", "--gpu", "H100 SXM", "--python", "3.11\n", "--offline", "--dry-run"],
      "--python '3.11\\n': give a CPython version like 3.11"),
-    (["resolve", "--gpu", "H100", "--driver", "٥٣٥.١٠٤", "--offline", "--dry-run"],
+    (["resolve", "--gpu", "H100 SXM", "--driver", "٥٣٥.١٠٤", "--offline", "--dry-run"],
      "is not an NVIDIA driver version"),
     (["doctor", "--snapshot", str(SNAPSHOT), "--smoke", "--timeout", "inf"],
      "expected seconds, more than 0 and at most 86400"),
@@ -53,7 +53,7 @@ def test_no_command_prints_usage_and_exits_2() -> None:
 def test_a_bad_requirement_is_one_line(tmp_path: Path) -> None:
     req = tmp_path / "r.txt"
     req.write_text("numpy>=>1\n")
-    r = run_cli(["resolve", "--gpu", "H100", "--offline", "--dry-run", "-r", str(req)])
+    r = run_cli(["resolve", "--gpu", "H100 SXM", "--offline", "--dry-run", "-r", str(req)])
     assert r.code == 2
     assert len(r.stderr.splitlines()) == 1, r.stderr
     assert r.stderr.startswith(f"envlock: error: {req}:1: invalid requirement 'numpy>=>1': ")
@@ -63,7 +63,7 @@ def test_thousands_of_nested_requirement_files(tmp_path: Path) -> None:
     for i in range(3000):
         (tmp_path / f"r{i}.txt").write_text(f"-r r{i + 1}.txt\n")
     (tmp_path / "r3000.txt").write_text("numpy\n")
-    r = run_cli(["resolve", "--gpu", "H100", "--offline", "--dry-run", "-r",
+    r = run_cli(["resolve", "--gpu", "H100 SXM", "--offline", "--dry-run", "-r",
                  str(tmp_path / "r0.txt")])
     assert r.code == 2
     assert "'-r' files nest more than 32 deep" in r.stderr
@@ -73,7 +73,7 @@ def test_thousands_of_nested_requirement_files(tmp_path: Path) -> None:
 def test_a_requirement_file_cycle_ends(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("-r b.txt\nnumpy\n")
     (tmp_path / "b.txt").write_text("-r a.txt\n")
-    r = run_cli(["resolve", "--gpu", "H100", "--offline", "--dry-run", "-r",
+    r = run_cli(["resolve", "--gpu", "H100 SXM", "--offline", "--dry-run", "-r",
                  str(tmp_path / "a.txt")])
     assert r.code == 0, r.stderr
 

@@ -31,7 +31,7 @@ def test_resolve_writes_no_credentials(tmp_path: Path, empty_cache: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVLOCK_PYTORCH_INDEX_URL", f"https://me:{SECRET}@torch.example/whl")
     out = tmp_path / "envlock.lock"
-    argv = ["resolve", "--gpu", "H100", "--offline", "--index-url",
+    argv = ["resolve", "--gpu", "H100 SXM", "--offline", "--index-url",
             f"http://user:{SECRET}@host.example/simple", "--extra-index-url",
             f"https://tok{SECRET}@extra.example/simple", "--env",
             f"TORCH_MODEL_URL=https://a:{SECRET}@m.example/", "-o", str(out), "--json"]
@@ -44,7 +44,7 @@ def test_resolve_writes_no_credentials(tmp_path: Path, empty_cache: Path,
     assert lock.inputs["pytorch-index"] == "https://torch.example/whl"
     json.loads(r.stdout)
     # --pytorch-index-url given on the command line
-    argv = ["resolve", "--gpu", "H100", "--offline", "--pytorch-index-url",
+    argv = ["resolve", "--gpu", "H100 SXM", "--offline", "--pytorch-index-url",
             f"https://me:{SECRET}@torch.example/whl", "-o", str(out)]
     r = run_cli(argv)
     assert r.code == 0, r.stderr
@@ -56,7 +56,7 @@ def test_messages_never_echo_credentials(empty_cache: Path) -> None:
                 f"http://user:{SECRET}@[::1/simple", f"ftp://u:{SECRET}@x/"):
         # exit codes for malformed index URLs belong to the index client (issue 18 item 9);
         # here: whatever the outcome, the credential is never printed
-        r = run_cli(["resolve", "--gpu", "H100", "--index-url", url, "--dry-run"])
+        r = run_cli(["resolve", "--gpu", "H100 SXM", "--index-url", url, "--dry-run"])
         assert r.code != 0
         assert SECRET not in r.stdout + r.stderr, (url, r.stderr)
 
@@ -134,7 +134,7 @@ def test_every_lock_resolve_writes_passes_validation(tmp_path: Path, empty_cache
     """Validation on read must accept what envlock itself writes (joint targets, GPU-core
     range pins without versions)."""
     out = tmp_path / "joint.lock"
-    r = run_cli(["resolve", "--gpu", "H100", "--gpu", "H20", "--together", "--offline",
+    r = run_cli(["resolve", "--gpu", "H100 SXM", "--gpu", "H20", "--together", "--offline",
                  "-o", str(out)])
     assert r.code == 0, r.stderr
     lock = parse_lock(out.read_text())

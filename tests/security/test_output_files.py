@@ -132,5 +132,5 @@ def test_endless_inputs_are_capped() -> None:
     r = run_cli(["doctor", "--snapshot", str(DATA / "snapshots" / "h100-match.json"),
                  "--log", "/dev/zero"])
     assert r.code == 2 and "larger than 64 MiB" in r.stderr
-    r = run_cli(["resolve", "--gpu", "H100", "--offline", "--dry-run", "-r", "/dev/zero"])
+    r = run_cli(["resolve", "--gpu", "H100 SXM", "--offline", "--dry-run", "-r", "/dev/zero"])
     assert r.code == 2 and "larger than 64 MiB" in r.stderr

@@ -156,7 +156,7 @@ _REQ_LINE = st.one_of(
 def test_generated_requirement_files(tmp_path: Path, lines: List[str]) -> None:
     req = tmp_path / "self.txt"
     req.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
-    argv = ["resolve", "--gpu", "H100", "--offline", "--dry-run", "-r", str(req)]
+    argv = ["resolve", "--gpu", "H100 SXM", "--offline", "--dry-run", "-r", str(req)]
     assert_contract(run_cli(argv), argv)
 
 
