@@ -152,6 +152,9 @@ def _store(path: Path, matrix: Matrix) -> None:
         data = encode_matrix(matrix)
     except (TypeError, ValueError):
         return
+    # Not _files.atomic_write_bytes on purpose: that one follows a symlink to write its
+    # target (right for a user's -o), while a cache entry planted as a symlink in a shared
+    # cache directory must be replaced, never written through.
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".matrix-", suffix=".tmp")
