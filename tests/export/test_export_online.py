@@ -40,7 +40,7 @@ def test_requirements_for_the_newest_torch_on_h100_pass_pip(tmp_path: Path) -> N
     if not _pypi_reachable():
         pytest.skip("PyPI is unreachable (https://pypi.org/simple/pip/ did not answer in 5 s)")
     lock = tmp_path / "h100.lock"
-    proc = run_tool([sys.executable, "-m", "envlock", "resolve", "--gpu", "H100", "-o",
+    proc = run_tool([sys.executable, "-m", "envlock", "resolve", "--gpu", "H100 SXM", "-o",
                      lock.name], cwd=tmp_path, timeout=300,
                     ENVLOCK_CACHE_DIR=str(tmp_path / "cache"))
     if proc.returncode == 4:

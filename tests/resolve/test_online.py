@@ -41,7 +41,7 @@ def pypi_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 @skip_offline
 def test_torch_2_5_1_closure_equals_the_wheels_own_pins(tmp_path: Path, pypi_cache: Path) -> None:
     out = tmp_path / "envlock.lock"
-    r = run_cli("resolve", "--gpu", "H100", "--torch", "==2.5.1", "--python", "3.11",
+    r = run_cli("resolve", "--gpu", "H100 SXM", "--torch", "==2.5.1", "--python", "3.11",
                 "--platform", "linux_x86_64", "--index-url", "https://pypi.org/simple",
                 "--json", "-o", str(out))
     assert r.code == 0, r.err
@@ -74,7 +74,7 @@ def test_torch_2_5_1_closure_equals_the_wheels_own_pins(tmp_path: Path, pypi_cac
 def test_newest_torch_plus_transformers_installs_with_hashes(tmp_path: Path,
                                                              pypi_cache: Path) -> None:
     lock = tmp_path / "envlock.lock"
-    r = run_cli("resolve", "--gpu", "H100", "transformers", "--python", "3.11",
+    r = run_cli("resolve", "--gpu", "H100 SXM", "transformers", "--python", "3.11",
                 "--index-url", "https://pypi.org/simple", "-o", str(lock))
     assert r.code == 0, r.err
     req = tmp_path / "requirements.txt"

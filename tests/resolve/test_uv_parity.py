@@ -90,7 +90,7 @@ def _uv_pins(tmp: Path, torch: str, reqs: Sequence[str]) -> Dict[str, str]:
 
 def _envlock_pins(tmp: Path, torch: str, reqs: Sequence[str],
                   opts: Sequence[str]) -> Tuple[Dict[str, str], Set[str]]:
-    args = ["resolve", "--gpu", "H100", "--python", "3.11", "--platform", "linux_x86_64",
+    args = ["resolve", "--gpu", "H100 SXM", "--python", "3.11", "--platform", "linux_x86_64",
             "--index-url", PYPI, "--json", "--dry-run", *opts, *reqs]
     if "vllm" not in " ".join(reqs):
         args[3:3] = ["--torch", f"=={torch}"]  # vllm: envlock must find 2.4.0 by itself
