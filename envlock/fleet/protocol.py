@@ -366,27 +366,34 @@ class FleetSession:
         self.times["connect"] = self.ready - t
         try:
             store = self.store
-            store.set(f"r/{L.rank}", f"{L.node}|{L.local_rank}|{L.host}".encode())
-            own = self._probe() if self.prober else None
-            if own is not None:
-                store.set(f"f/{self.node}", own.message.encode())
-            if L.rank == 0:
-                try:
-                    return self._lead(store, own)
-                except BaseException as exc:
-                    # never leave the others waiting for a verdict that cannot come
-                    line = (f"rank 0 was {exc}" if isinstance(exc, Stopped) else
-                            f"rank 0 failed: {type(exc).__name__}: {_first_line(exc)}")
-                    store.set("v", json.dumps({"code": 1, "line": line[:300]}).encode())
-                    store.set("bye", b"1")
-                    raise
-            return self._follow(store, own)
+            if L.rank != 0:
+                store.set(f"r/{L.rank}", f"{L.node}|{L.local_rank}|{L.host}".encode())
+                return self._follow(store, self._announce(store))
+            # rank 0: from its first key on, whatever stops it (a signal while it probes,
+            # as much as one while it judges) leaves a verdict, so no rank waits for one
+            # that cannot come
+            try:
+                store.set(f"r/{L.rank}", f"{L.node}|{L.local_rank}|{L.host}".encode())
+                return self._lead(store, self._announce(store))
+            except BaseException as exc:
+                line = (f"rank 0 was {exc}" if isinstance(exc, Stopped) else
+                        f"rank 0 failed: {type(exc).__name__}: {_first_line(exc)}")
+                store.set("v", json.dumps({"code": 1, "line": line[:300]}).encode())
+                store.set("bye", b"1")
+                raise
         except RuntimeError as exc:  # the store went away (its host died)
             host = f" ({self.rank0_host})" if self.rank0_host else ""
             owner = "torchrun agent" if L.agent_store else "rank 0"
             who = "rank 0" if L.rank == 0 else f"no answer from rank 0{host}"
             return LiveOutcome(1, f"{who}: lost the fleet store at {where} ({owner}) "
                                   f"before the verdict: {_first_line(exc)}")
+
+    def _announce(self, store: _Meter) -> Optional[_Probed]:
+        """Probe (probers only) and publish the fingerprint."""
+        own = self._probe() if self.prober else None
+        if own is not None:
+            store.set(f"f/{self.node}", own.message.encode())
+        return own
 
     def _follow(self, store: _Meter, own: Optional[_Probed]) -> LiveOutcome:
         deadline = self.give_up

@@ -157,11 +157,16 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _harness_job(tmp_path: Path, name: str, nproc: int, die: Sequence[int], timeout: str
-                 ) -> "tuple[subprocess.Popen[str], Path]":
+def _harness_job(tmp_path: Path, name: str, nproc: int, die: Sequence[int], timeout: str,
+                 stuck: Sequence[int] = ()) -> "tuple[subprocess.Popen[str], Path]":
+    """A torchrun job of the harness; ranks in ``stuck`` get a FIFO nobody writes as their
+    snapshot file, so their probe blocks until a signal comes."""
     codes = tmp_path / name
     codes.mkdir()
     write_snapshots(tmp_path, ["match"] * nproc)
+    for rank in stuck:
+        (tmp_path / f"rank-{rank}.json").unlink()
+        os.mkfifo(tmp_path / f"rank-{rank}.json")
     cmd = torchrun(nproc, "--per-rank", "--snapshot", "rank-{RANK}.json", "--timeout",
                    timeout, script=HARNESS)
     env = clean_env({"FLEET_TEST_CODES": str(codes),
@@ -248,3 +253,31 @@ def test_rank0_stopped_before_its_verdict_tells_the_others(tmp_path: Path) -> No
     assert "envlock fleet: rank 1: rank 0 was stopped by SIGTERM" in err, err
     assert "frame #" not in err and "Traceback" not in err, err
     assert proc.returncode == 0  # every worker (the harness) exited 0
+
+
+@pytest.mark.torch
+def test_rank0_stopped_while_it_probes_still_tells_the_others(tmp_path: Path) -> None:
+    """The same stop, but while rank 0 is still probing (on a loaded machine the others
+    can arrive before rank 0 has its own fingerprint; this once left rank 1 waiting the full
+    bound). Rank 0's snapshot file is a FIFO nobody writes, so its probe blocks for certain
+    until the signal; rank 1 must still be told at once."""
+    proc, codes = _harness_job(tmp_path, "codes", 3, die=[2], timeout="120", stuck=[0])
+    try:
+        child0, _ = wait_for("rank 0's pids", lambda: pids(codes, 0))  # type: ignore
+        child1, _ = wait_for("rank 1's pids", lambda: pids(codes, 1))  # type: ignore
+        env = process_env(child1)
+        prefix = f"envlock-fleet/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+        for key in ("r/0", "r/1", "f/1"):
+            wait_for(f"{key} in the store", store_has(
+                env["MASTER_ADDR"], int(env["MASTER_PORT"]), f"{prefix}/{key}"))
+        os.kill(child0, signal.SIGTERM)
+        start = time.monotonic()
+        out, err = _communicate(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rank_codes(codes) == {0: 1, 1: 1}, (out, err)
+    assert "envlock fleet: rank 1: rank 0 was stopped by SIGTERM" in err, err
+    # told, not timed out: far below the 160 s bound of --timeout 120 (generous for CI)
+    assert time.monotonic() - start < 100, err
+    assert "frame #" not in err and "Traceback" not in err, err
