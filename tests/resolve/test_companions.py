@@ -146,3 +146,24 @@ def test_only_an_unpaired_triton_is_a_clear_error(triton_world: IndexServer, tmp
     assert r.code != 0
     assert "pairs triton ==3.1.0 with torch 2.5.1" in r.err
     assert "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("triton, admitted, excluded", [
+    ("triton==3.1.0", {"2.5.0", "2.5.1"}, {"2.4.1", "2.6.0", "2.14.0"}),
+    # a compatible-release pairing (torch 2.14.x: ~=3.8.0) admits 3.8.2; 2.15.0's ~=3.9.0 does not
+    ("triton==3.8.2", {"2.14.0", "2.14.1"}, {"2.13.0", "2.15.0"}),
+    ("triton>=3.8.1", {"2.14.0", "2.14.1", "2.15.0"}, {"2.13.0"}),
+])
+def test_a_triton_requirement_narrows_torch_through_the_pairing(
+        triton: str, admitted: set, excluded: set) -> None:
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    from envlock.resolve.torch_needs import TorchNeed, narrowed_spec
+
+    m = load_matrix()
+    spec, lines = narrowed_spec(m, SpecifierSet(), [TorchNeed("app==1.0", Requirement(triton))])
+    assert lines == [f"app==1.0 requires {triton}"]
+    assert all(spec.contains(v) for v in admitted), spec
+    assert not any(spec.contains(v) for v in excluded), spec
+    assert spec.contains("1.13.1")  # no triton dependency: the requirement says nothing of it
