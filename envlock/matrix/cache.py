@@ -32,7 +32,7 @@ from envlock.matrix.matrix import Matrix
 
 __all__ = ["cache_dir", "load_cached", "digest", "encode_matrix", "decode_matrix"]
 
-_FORMAT = 3  # 2: Matrix.companions; 3: JSON, not pickle
+_FORMAT = 4  # 2: Matrix.companions; 3: JSON, not pickle; 4: Companions.triton
 #: the constructor arguments of :class:`Matrix`, which are what the cache holds
 _FIELDS = ("version", "sources", "archs", "gpus", "cuda_majors", "cuda_lines",
            "cuda_releases", "drivers", "nccl", "cudnn", "torch_releases", "variants",

@@ -223,7 +223,7 @@ class TorchVariant:
 
 @dataclass(frozen=True)
 class Companions:
-    """The torchvision and torchaudio releases built for one torch release.
+    """The torchvision, torchaudio and triton releases built for one torch release.
 
     The pairing is a matrix fact, not left to the wheels: torchaudio 2.11.0 declares no
     torch requirement at all, so a resolver left alone would pair it with any torch (and
@@ -234,6 +234,12 @@ class Companions:
     torchvision: Tuple[str, ...]
     torchaudio: Tuple[str, ...]
     provenance: Provenance
+    #: the triton the torch wheel requires, as a PEP 440 specifier (``==3.1.0``, ``~=3.8.0``);
+    #: None where the release has no triton dependency (1.13.x). Index release builds pin
+    #: the same ``triton``; ``pytorch-triton`` is what nightly builds require.
+    triton: Optional[str] = None
+    #: the platforms whose wheel actually requires it (its marker is true there)
+    triton_platforms: Tuple[str, ...] = ()
 
     def allowed(self, package: str) -> Optional[Tuple[str, ...]]:
         """The paired versions of ``package`` (``None`` for a package that is not paired)."""

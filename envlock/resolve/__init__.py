@@ -10,7 +10,7 @@ asked), without hashes, and says so (``closure = "gpu-core"``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -100,9 +100,10 @@ def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
 
 
 def _wanted_versions(matrix: Matrix, variant: TorchVariant,
-                     requirements: Sequence[Requirement]) -> Dict[str, Set[str]]:
+                     requirements: Sequence[Requirement]) -> Dict[str, Any]:
     """Companion versions the closure may use: the matrix pairing for the chosen torch,
-    applied whether torchvision/torchaudio are requested or pulled in by a dependency."""
+    applied whether torchvision/torchaudio/triton are requested or pulled in by a
+    dependency."""
     from envlock.resolve.closure import companion_versions
 
     return companion_versions(matrix.companions, variant.release)

@@ -24,13 +24,14 @@ from typing import (
     Sequence,
     Set,
     Tuple,
+    Union,
 )
 
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, Resolver
 from resolvelib.resolvers import ResolutionTooDeep
 
@@ -41,7 +42,7 @@ from envlock.index.pages import Dist
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 
-__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "companion_versions",
+__all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "companion_versions", "PairedSpec",
            "PRERELEASE_MODES", "opts_into_prereleases", "apply_overrides_to_direct"]
 
 PYTHON = "<python>"
@@ -114,7 +115,7 @@ class Finder:
     """Candidates per project for one target, with caching and prefetch."""
 
     def __init__(self, client: IndexClient, policy: SourcePolicy, target: Target,
-                 allowed_versions: Optional[Mapping[str, Set[str]]] = None,
+                 allowed_versions: Optional[Mapping[str, Union[Set[str], "PairedSpec"]]] = None,
                  allowed_for: str = "",
                  prerelease: str = "if-necessary",
                  explicit_prereleases: Iterable[str] = ()) -> None:
@@ -306,18 +307,46 @@ def _contains(spec: SpecifierSet, version: Version) -> bool:
     return ok
 
 
-def companion_versions(companions: Mapping[str, Any], torch_release: str) -> Dict[str, Set[str]]:
-    """The torchvision/torchaudio versions paired with ``torch_release`` in the matrix.
+class PairedSpec:
+    """Versions admitted by a paired specifier (triton ``~=3.8.0``), usable where the
+    closure expects a set of paired versions: membership and, for messages, iteration."""
+
+    def __init__(self, spec: str) -> None:
+        self.text = spec
+        self._spec = SpecifierSet(spec)
+
+    def __contains__(self, version: object) -> bool:
+        try:
+            return self._spec.contains(Version(str(version)), prereleases=True)
+        except InvalidVersion:
+            return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.text,))
+
+
+def companion_versions(companions: Mapping[str, Any],
+                       torch_release: str) -> Dict[str, Union[Set[str], PairedSpec]]:
+    """The torchvision/torchaudio versions and the triton specifier paired with
+    ``torch_release`` in the matrix.
 
     Applied to every candidate of those projects, whether the user asked for them or a
     dependency pulls them in: a companion wheel's own torch requirement is not enough
-    (torchaudio 2.11.0 declares none). A torch release without a pairing row restricts
-    nothing; the matrix validation makes sure every release has one.
+    (torchaudio 2.11.0 declares none), and torch's own triton pin holds only where its
+    marker does (x86_64 until 2.10.0; torch 2.5.1 names none for Python 3.13), so a
+    dependency asking for ``triton`` would otherwise get the newest, built for another
+    torch. A torch release without a pairing row restricts nothing; the matrix validation
+    makes sure every release has one. A release with no triton dependency (1.13.x) leaves
+    triton alone.
     """
     pair = companions.get(torch_release)
     if pair is None:
         return {}
-    return {"torchvision": set(pair.torchvision), "torchaudio": set(pair.torchaudio)}
+    out: Dict[str, Union[Set[str], PairedSpec]] = {
+        "torchvision": set(pair.torchvision), "torchaudio": set(pair.torchaudio)}
+    if getattr(pair, "triton", None):
+        out["triton"] = PairedSpec(pair.triton)
+    return out
 
 
 @lru_cache(maxsize=2048)

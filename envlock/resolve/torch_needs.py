@@ -112,12 +112,8 @@ def narrowed_spec(matrix: Matrix, spec: SpecifierSet,
                 companions = rel.torchvision if name == "torchvision" else rel.torchaudio
                 if any(_contains(req.specifier, c) for c in companions):
                     keep.add(r)
-        else:  # triton: the build's own pin
-            keep = set()
-            for r in releases:
-                pins = _triton_pins(matrix, r)
-                if not pins or any(_contains(req.specifier, p) for p in pins):
-                    keep.add(r)
+        else:  # triton: the matrix pairing, else the build's own pin
+            keep = {r for r in releases if _triton_admits(matrix, r, req.specifier)}
         if keep != set(releases):
             allowed &= keep
             lines.append(str(need))
@@ -135,6 +131,23 @@ def _contains(spec: SpecifierSet, version: str) -> bool:
         return spec.contains(Version(version.split("+")[0]), prereleases=True)
     except Exception:  # noqa: BLE001 - an odd companion version never matches
         return False
+
+
+def _triton_admits(matrix: Matrix, release: str, spec: SpecifierSet) -> bool:
+    """Whether a triton requirement ``spec`` can hold with ``release``: some version both
+    admit, tried at the bounds the two specifiers name (``~=3.8.0`` pairs with ``>=3.8.1``
+    through 3.8.1). A release with no triton pairing or pin constrains nothing."""
+    pair = matrix.companions.get(release)
+    paired = getattr(pair, "triton", None)
+    if not paired:
+        pins = _triton_pins(matrix, release)
+        return not pins or any(_contains(spec, p) for p in pins)
+    try:
+        pspec = SpecifierSet(paired)
+    except Exception:  # noqa: BLE001 - validation rejects these; an odd one narrows nothing
+        return True
+    probes = [s.version for s in (*pspec, *spec) if "*" not in s.version]
+    return any(_contains(pspec, v) and _contains(spec, v) for v in probes)
 
 
 def _triton_pins(matrix: Matrix, release: str) -> List[str]:

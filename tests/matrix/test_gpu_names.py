@@ -23,6 +23,8 @@ def matrix():
     ("NVIDIA T400 4GB", "7.5", "TU117"),
     ("NVIDIA GeForce RTX 3050 A Laptop GPU", "8.9", None),   # an Ada chip despite its name
     ("NVIDIA GeForce RTX 5090 Laptop GPU", "12.0", "GB203"),
+    ("NVIDIA RTX PRO 4500 Blackwell Server Edition", "12.0", "GB203"),  # 580.142 README only
+    ("RTX PRO 4500 Server", "12.0", "GB203"),
 ])
 def test_names_resolve_with_the_chip_capability(matrix, name: str, cc: str, chip) -> None:
     gpu = matrix.find_gpu(name)
