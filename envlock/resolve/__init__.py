@@ -127,38 +127,39 @@ def _choose(matrix: Matrix, spec: TargetSpec, request: ResolveRequest,
     """The hardware choice among the builds the requirements allow, and the needs that
     narrowed it.
 
-    First every need (the newest versions of the requirements, as the resolver will try
-    them first). If that leaves nothing, only the needs of exactly pinned requirements:
-    an unpinned requirement can still fall back to an older version that suits the build,
-    which the closure's backtracking finds. When the pinned needs contradict ``--torch``
-    (or each other) that is a requirements conflict; when they leave no build the hardware
-    runs, the error names both.
+    First every need (found on the path of the requirements' newest versions, the path
+    the resolver tries first). If that leaves nothing, only the forced needs (each link of
+    their chain an exact pin or the only version there is): an unforced one can still give
+    way to an older version that suits the build, which the closure's backtracking finds.
+    When the forced needs contradict ``--torch`` (or each other) that is a requirements
+    conflict (exit 6); when they leave no build the hardware runs, the error names the
+    chains and the hardware reason (exit 3).
     """
     from envlock.resolve.torch_needs import narrowed_spec
 
     wants = tuple(str(r) for r in request.requirements)
     torch_all, lines_all = narrowed_spec(matrix, request.torch, needs)
-    pinned = [n for n in needs if n.pinned]
-    torch_pinned, lines_pinned = narrowed_spec(matrix, request.torch, pinned)
+    forced = [n for n in needs if n.forced]
+    torch_forced, lines_forced = narrowed_spec(matrix, request.torch, forced)
     if lines_all:
         try:
             return choose_variant(matrix, spec, torch_all, request.cuda, wants,
                                   prefer=request.prefer), lines_all
         except NoCandidateError:
-            pass  # below: only the pinned requirements' needs, or none
-    if not lines_pinned:
+            pass  # below: only the forced needs, or none
+    if not lines_forced:
         return choose_variant(matrix, spec, request.torch, request.cuda, wants,
                               prefer=request.prefer), []
-    if not any(torch_pinned.contains(V(r), prereleases=True) for r in matrix.torch_releases):
+    if not any(torch_forced.contains(V(r), prereleases=True) for r in matrix.torch_releases):
         asked = f"torch{request.torch} (requested); " if str(request.torch) else ""
         raise ConflictError(f"the requirements' torch constraints cannot all hold: {asked}"
-                            + "; ".join(lines_pinned))
+                            + "; ".join(lines_forced))
     try:
-        return choose_variant(matrix, spec, torch_pinned, request.cuda, wants,
-                              prefer=request.prefer), lines_pinned
+        return choose_variant(matrix, spec, torch_forced, request.cuda, wants,
+                              prefer=request.prefer), lines_forced
     except NoCandidateError as exc:
         raise NoCandidateError(f"no torch build fits both the requirements "
-                               f"({'; '.join(lines_pinned)}) and the hardware: {exc.message}",
+                               f"({'; '.join(lines_forced)}) and the hardware: {exc.message}",
                                hint=exc.hint) from None
 
 

@@ -504,7 +504,12 @@ def _impossible(exc: Any, finder: Finder) -> str:
     parts = []
     for cause in exc.causes[:4]:
         req = cause.requirement
-        parent = f" (required by {cause.parent})" if cause.parent else " (requested)"
+        if cause.parent:
+            parent = f" (required by {cause.parent})"
+        elif req.parent == "hardware choice":  # never "requested": the user did not ask
+            parent = " (the build chosen for the hardware)"
+        else:
+            parent = " (requested)"
         if req.name == PYTHON:
             parts.append(f"{cause.parent} requires Python {req.specifier}, but the target is "
                          f"Python {finder.target.python}")
