@@ -136,3 +136,34 @@ def test_a_closure_conflict_never_calls_the_hardware_build_requested(
     assert "torch==2.4.0 (required by lib==1.0)" in r.err
     assert "torch==2.5.1 (the build chosen for the hardware)" in r.err
     assert "(requested)" not in r.err
+
+
+# -- against the real PyPI ---------------------------------------------------------------------
+
+def _pypi_reachable() -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=8).read(64)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.mark.online
+def test_vllm_0_6_3_narrows_through_its_xformers_pin(tmp_path: Path, cache: Path) -> None:
+    # a real two-level chain: vllm 0.6.3 requires xformers==0.0.27.post2 (Linux x86_64),
+    # whose own metadata requires torch==2.4.0; both are read before the build is chosen
+    if not _pypi_reachable():
+        pytest.skip("PyPI is unreachable")
+    out = tmp_path / "l.lock"
+    r = run_cli("resolve", "--gpu", "H100 SXM", "--python", "3.11", "--platform",
+                "linux_x86_64", "--index-url", "https://pypi.org/simple", "vllm==0.6.3",
+                "-o", str(out))
+    assert r.code == 0, r.err
+    v = versions(out)
+    assert v["torch"].split("+")[0] == "2.4.0" and v["xformers"] == "0.0.27.post2"
+    lines = target(out)["decision"]
+    assert any("vllm==0.6.3 -> xformers==0.0.27.post2 requires torch==2.4.0" in x
+               for x in lines), lines
+    assert not any("torch==2.4.0 (requested)" in x for x in lines)
