@@ -45,7 +45,7 @@ from envlock.versions import V
 
 if TYPE_CHECKING:
     from envlock.index.client import IndexClient
-    from envlock.resolve.closure import Req
+    from envlock.resolve.closure import Finder, Req
     from envlock.resolve.torch_needs import TorchNeed
 
 __all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
@@ -109,17 +109,19 @@ def _wanted_versions(matrix: Matrix, variant: TorchVariant,
 
 
 def _torch_from_requirements(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
-                             client: "IndexClient", target: Target) -> List["TorchNeed"]:
-    """What the requirements' metadata says of torch, torchvision, torchaudio, triton."""
+                             client: "IndexClient", target: Target
+                             ) -> Tuple[List["TorchNeed"], Optional["Finder"]]:
+    """What the requirements' closure says of torch, torchvision, torchaudio, triton, and
+    the finder that walked it (the closure adopts its candidate lists)."""
     if not request.requirements:
-        return []
+        return [], None
     from envlock.resolve.closure import Finder
     from envlock.resolve.torch_needs import torch_needs
 
     finder = Finder(client, SourcePolicy(config, config.index_url), target,
                     prerelease=request.prerelease,
                     explicit_prereleases=_explicit(request.requirements))
-    return torch_needs(finder, request.requirements, target.markers)
+    return torch_needs(finder, request.requirements, target.markers), finder
 
 
 def _choose(matrix: Matrix, spec: TargetSpec, request: ResolveRequest,
@@ -173,7 +175,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                     client: "IndexClient", spec: TargetSpec,
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
-    needs = _torch_from_requirements(request, matrix, config, client, target)
+    needs, walked = _torch_from_requirements(request, matrix, config, client, target)
     choice, narrowed_by = _choose(matrix, spec, request, needs)
     family_note = _check_family(matrix, request, spec, choice)
     fallback: List[str] = []
@@ -196,7 +198,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
             raise OfflineError(f"the index page of torch on {redact(tindex)} is not cached")
         packages, resolved_versions = _closure(request, matrix, client, config, target, v,
                                                tindex, overrides, on_event,
-                                               _override_origins(advisories))
+                                               _override_origins(advisories), walked)
         # Re-judge advisories on the real pins (the index may pin what the matrix did not,
         # and the closure is the complete package list: may-apply ones get decided).
         libs = libraries_of(resolved_versions, derived)
@@ -213,7 +215,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                             + ", ".join(extra))
             packages, resolved_versions = _closure(request, matrix, client, config, target,
                                                    v, tindex, overrides, on_event,
-                                                   _override_origins(advisories))
+                                                   _override_origins(advisories), walked)
     except OfflineError as exc:
         if not request.offline:
             raise
@@ -438,8 +440,9 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
              config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
              overrides: Dict[str, Requirement],
              on_event: Optional[Callable[[str], None]],
-             why: Optional[Dict[str, str]] = None) -> Tuple[List[LockedPackage],
-                                                            Dict[str, str]]:
+             why: Optional[Dict[str, str]] = None,
+             walked: Optional["Finder"] = None) -> Tuple[List[LockedPackage],
+                                                         Dict[str, str]]:
     from envlock.resolve.closure import (
         Finder,
         Req,
@@ -452,6 +455,8 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements),
                     allowed_for=v.version_string, prerelease=request.prerelease,
                     explicit_prereleases=_explicit(request.requirements))
+    if walked is not None:
+        finder.adopt(walked)
     reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
     reqs += apply_overrides_to_direct(reqs_from(request.requirements, target.markers),
                                       overrides, why or {})
