@@ -125,9 +125,9 @@ def _torch_from_requirements(request: ResolveRequest, matrix: Matrix, config: In
 
 
 def _choose(matrix: Matrix, spec: TargetSpec, request: ResolveRequest,
-            needs: Sequence["TorchNeed"]) -> Tuple[Choice, List[str]]:
-    """The hardware choice among the builds the requirements allow, and the needs that
-    narrowed it.
+            needs: Sequence["TorchNeed"]) -> Tuple[Choice, List[str], List[str]]:
+    """The hardware choice among the builds the requirements allow, the needs that
+    narrowed it, and the needs left out (so a later conflict can name them).
 
     First every need (found on the path of the requirements' newest versions, the path
     the resolver tries first). If that leaves nothing, only the forced needs (each link of
@@ -146,19 +146,20 @@ def _choose(matrix: Matrix, spec: TargetSpec, request: ResolveRequest,
     if lines_all:
         try:
             return choose_variant(matrix, spec, torch_all, request.cuda, wants,
-                                  prefer=request.prefer), lines_all
+                                  prefer=request.prefer), lines_all, []
         except NoCandidateError:
             pass  # below: only the forced needs, or none
+    dropped = [line for line in lines_all if line not in lines_forced]
     if not lines_forced:
         return choose_variant(matrix, spec, request.torch, request.cuda, wants,
-                              prefer=request.prefer), []
+                              prefer=request.prefer), [], dropped
     if not any(torch_forced.contains(V(r), prereleases=True) for r in matrix.torch_releases):
         asked = f"torch{request.torch} (requested); " if str(request.torch) else ""
         raise ConflictError(f"the requirements' torch constraints cannot all hold: {asked}"
                             + "; ".join(lines_forced))
     try:
         return choose_variant(matrix, spec, torch_forced, request.cuda, wants,
-                              prefer=request.prefer), lines_forced
+                              prefer=request.prefer), lines_forced, dropped
     except NoCandidateError as exc:
         raise NoCandidateError(f"no torch build fits both the requirements "
                                f"({'; '.join(lines_forced)}) and the hardware: {exc.message}",
@@ -176,7 +177,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
     needs, walked = _torch_from_requirements(request, matrix, config, client, target)
-    choice, narrowed_by = _choose(matrix, spec, request, needs)
+    choice, narrowed_by, dropped = _choose(matrix, spec, request, needs)
     family_note = _check_family(matrix, request, spec, choice)
     fallback: List[str] = []
     if not request.offline:
@@ -189,6 +190,11 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     decision = list(choice.decision)
     if narrowed_by:
         decision.insert(1, "torch narrowed by the requirements: " + "; ".join(narrowed_by))
+    within = "the hardware" + (" and --torch" if str(request.torch) else "")
+    if dropped:
+        decision.insert(1, f"torch not narrowed by the requirements' newest versions (no "
+                           f"build allowed for {within} satisfies them; older versions "
+                           f"may): " + "; ".join(dropped))
     decision[1:1] = list(spec.notes) + ([family_note] if family_note else []) + fallback
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
@@ -223,6 +229,12 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         decision.append(f"offline and not cached ({exc.message}); the lock holds only the "
                         f"GPU core from the matrix, without hashes or transitive closure")
         packages, resolved_versions = _gpu_core(matrix, request, target, v, tindex, overrides)
+    except ConflictError as exc:
+        if not dropped:
+            raise
+        raise ConflictError(f"{exc.message}; the requirements' newest versions need "
+                            f"{'; '.join(dropped)}, and no build allowed for {within} "
+                            f"satisfies that", hint=exc.hint) from None
     except IndexError_ as exc:
         raise IndexError_(exc.message, hint=way_out(v, _other_builds(matrix, request, spec, v,
                                                                      config))) from None

@@ -94,6 +94,9 @@ def test_an_unforced_deep_need_gives_way_to_torch_option(world: IndexServer, tmp
     assert r.code == 0, r.err
     v = versions(out)
     assert v["torch"] == "2.5.1" and v["newer"] == "1.0" and "lib" not in v
+    lines = target(out)["decision"]
+    assert any(x.startswith("torch not narrowed by the requirements' newest versions")
+               and "newer==2.0 -> lib==1.0 requires torch==2.4.0" in x for x in lines), lines
 
 
 def test_a_torchvision_pin_two_levels_down_maps_to_its_torch(
@@ -136,6 +139,8 @@ def test_a_closure_conflict_never_calls_the_hardware_build_requested(
     assert "torch==2.4.0 (required by lib==1.0)" in r.err
     assert "torch==2.5.1 (the build chosen for the hardware)" in r.err
     assert "(requested)" not in r.err
+    # and says what the walk found: the chain no allowed build satisfies
+    assert "newest versions need twice==2.0 -> lib==1.0 requires torch==2.4.0" in r.err
 
 
 # -- against the real PyPI ---------------------------------------------------------------------
