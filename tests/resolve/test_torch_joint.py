@@ -33,6 +33,11 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         # both versions of "twice" need lib==1.0: not forced by the walk, yet unavoidable
         add_package(pypi, tmp, "twice", "1.0", ["lib==1.0"])
         add_package(pypi, tmp, "twice", "2.0", ["lib==1.0"])
+        # an extra leads to lib; a Windows-only dependency's torch pin is not for this target
+        add_package(pypi, tmp, "winonly", "1.0", ["torch==2.4.0"])
+        add_package(pypi, tmp, "extrapp", "1.0",
+                    ["helper", "lib==1.0; extra == 'gpu'",
+                     "winonly; sys_platform == 'win32'"])
         # tvapp -> tvlib -> torchvision==0.19.0, which the matrix pairs with torch 2.4.0
         add_package(pypi, tmp, "tvlib", "1.0", ["torchvision==0.19.0"])
         add_package(pypi, tmp, "tvapp", "1.0", ["tvlib"])
@@ -97,6 +102,20 @@ def test_an_unforced_deep_need_gives_way_to_torch_option(world: IndexServer, tmp
     lines = target(out)["decision"]
     assert any(x.startswith("torch not narrowed by the requirements' newest versions")
                and "newer==2.0 -> lib==1.0 requires torch==2.4.0" in x for x in lines), lines
+
+
+@pytest.mark.parametrize("req, torch", [("extrapp[gpu]", "2.4.0"), ("extrapp", "2.5.1")])
+def test_extras_and_markers_decide_which_deep_pins_count(
+        world: IndexServer, tmp_path: Path, cache: Path, req: str, torch: str) -> None:
+    # the extra pulls lib (torch==2.4.0); without it the newest allowed torch stays, and the
+    # win32-only dependency's pin never counts on Linux
+    out = tmp_path / "l.lock"
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", ">=2.4,<2.6",
+                "--cuda", "12.1" if torch == "2.4.0" else "12.4", req, "-o", str(out))
+    assert r.code == 0, r.err
+    v = versions(out)
+    assert v["torch"] == torch and "winonly" not in v
+    assert ("lib" in v) == (torch == "2.4.0")
 
 
 def test_a_torchvision_pin_two_levels_down_maps_to_its_torch(
