@@ -45,7 +45,7 @@ from envlock.versions import V
 
 if TYPE_CHECKING:
     from envlock.index.client import IndexClient
-    from envlock.resolve.closure import Req
+    from envlock.resolve.closure import Finder, Req
     from envlock.resolve.torch_needs import TorchNeed
 
 __all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
@@ -110,56 +110,60 @@ def _wanted_versions(matrix: Matrix, variant: TorchVariant,
 
 
 def _torch_from_requirements(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
-                             client: "IndexClient", target: Target) -> List["TorchNeed"]:
-    """What the requirements' metadata says of torch, torchvision, torchaudio, triton."""
+                             client: "IndexClient", target: Target
+                             ) -> Tuple[List["TorchNeed"], Optional["Finder"]]:
+    """What the requirements' closure says of torch, torchvision, torchaudio, triton, and
+    the finder that walked it (the closure adopts its candidate lists)."""
     if not request.requirements:
-        return []
+        return [], None
     from envlock.resolve.closure import Finder
     from envlock.resolve.torch_needs import torch_needs
 
     finder = Finder(client, SourcePolicy(config, config.index_url), target,
                     prerelease=request.prerelease,
                     explicit_prereleases=_explicit(request.requirements))
-    return torch_needs(finder, request.requirements, target.markers)
+    return torch_needs(finder, request.requirements, target.markers), finder
 
 
 def _choose(matrix: Matrix, spec: TargetSpec, request: ResolveRequest,
-            needs: Sequence["TorchNeed"]) -> Tuple[Choice, List[str]]:
-    """The hardware choice among the builds the requirements allow, and the needs that
-    narrowed it.
+            needs: Sequence["TorchNeed"]) -> Tuple[Choice, List[str], List[str]]:
+    """The hardware choice among the builds the requirements allow, the needs that
+    narrowed it, and the needs left out (so a later conflict can name them).
 
-    First every need (the newest versions of the requirements, as the resolver will try
-    them first). If that leaves nothing, only the needs of exactly pinned requirements:
-    an unpinned requirement can still fall back to an older version that suits the build,
-    which the closure's backtracking finds. When the pinned needs contradict ``--torch``
-    (or each other) that is a requirements conflict; when they leave no build the hardware
-    runs, the error names both.
+    First every need (found on the path of the requirements' newest versions, the path
+    the resolver tries first). If that leaves nothing, only the forced needs (each link of
+    their chain an exact pin or the only version there is): an unforced one can still give
+    way to an older version that suits the build, which the closure's backtracking finds.
+    When the forced needs contradict ``--torch`` (or each other) that is a requirements
+    conflict (exit 6); when they leave no build the hardware runs, the error names the
+    chains and the hardware reason (exit 3).
     """
     from envlock.resolve.torch_needs import narrowed_spec
 
     wants = tuple(str(r) for r in request.requirements)
     torch_all, lines_all = narrowed_spec(matrix, request.torch, needs)
-    pinned = [n for n in needs if n.pinned]
-    torch_pinned, lines_pinned = narrowed_spec(matrix, request.torch, pinned)
+    forced = [n for n in needs if n.forced]
+    torch_forced, lines_forced = narrowed_spec(matrix, request.torch, forced)
     if lines_all:
         try:
             return choose_variant(matrix, spec, torch_all, request.cuda, wants,
-                                  prefer=request.prefer), lines_all
+                                  prefer=request.prefer), lines_all, []
         except NoCandidateError:
-            pass  # below: only the pinned requirements' needs, or none
-    if not lines_pinned:
+            pass  # below: only the forced needs, or none
+    dropped = [line for line in lines_all if line not in lines_forced]
+    if not lines_forced:
         return choose_variant(matrix, spec, request.torch, request.cuda, wants,
-                              prefer=request.prefer), []
-    if not any(torch_pinned.contains(V(r), prereleases=True) for r in matrix.torch_releases):
+                              prefer=request.prefer), [], dropped
+    if not any(torch_forced.contains(V(r), prereleases=True) for r in matrix.torch_releases):
         asked = f"torch{request.torch} (requested); " if str(request.torch) else ""
         raise ConflictError(f"the requirements' torch constraints cannot all hold: {asked}"
-                            + "; ".join(lines_pinned))
+                            + "; ".join(lines_forced))
     try:
-        return choose_variant(matrix, spec, torch_pinned, request.cuda, wants,
-                              prefer=request.prefer), lines_pinned
+        return choose_variant(matrix, spec, torch_forced, request.cuda, wants,
+                              prefer=request.prefer), lines_forced, dropped
     except NoCandidateError as exc:
         raise NoCandidateError(f"no torch build fits both the requirements "
-                               f"({'; '.join(lines_pinned)}) and the hardware: {exc.message}",
+                               f"({'; '.join(lines_forced)}) and the hardware: {exc.message}",
                                hint=exc.hint) from None
 
 
@@ -173,8 +177,8 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                     client: "IndexClient", spec: TargetSpec,
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
-    needs = _torch_from_requirements(request, matrix, config, client, target)
-    choice, narrowed_by = _choose(matrix, spec, request, needs)
+    needs, walked = _torch_from_requirements(request, matrix, config, client, target)
+    choice, narrowed_by, dropped = _choose(matrix, spec, request, needs)
     family_note = _check_family(matrix, request, spec, choice)
     fallback: List[str] = []
     if not request.offline:
@@ -187,6 +191,11 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     decision = list(choice.decision)
     if narrowed_by:
         decision.insert(1, "torch narrowed by the requirements: " + "; ".join(narrowed_by))
+    within = "the hardware" + (" and --torch" if str(request.torch) else "")
+    if dropped:
+        decision.insert(1, f"torch not narrowed by the requirements' newest versions (no "
+                           f"build allowed for {within} satisfies them; older versions "
+                           f"may): " + "; ".join(dropped))
     decision[1:1] = list(spec.notes) + ([family_note] if family_note else []) + fallback
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
@@ -196,7 +205,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
             raise OfflineError(f"the index page of torch on {redact(tindex)} is not cached")
         packages, resolved_versions = _closure(request, matrix, client, config, target, v,
                                                tindex, overrides, on_event,
-                                               _override_origins(advisories))
+                                               _override_origins(advisories), walked)
         # Re-judge advisories on the real pins (the index may pin what the matrix did not,
         # and the closure is the complete package list: may-apply ones get decided).
         libs = libraries_of(resolved_versions, derived)
@@ -213,7 +222,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                             + ", ".join(extra))
             packages, resolved_versions = _closure(request, matrix, client, config, target,
                                                    v, tindex, overrides, on_event,
-                                                   _override_origins(advisories))
+                                                   _override_origins(advisories), walked)
     except OfflineError as exc:
         if not request.offline:
             raise
@@ -221,6 +230,12 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         decision.append(f"offline and not cached ({exc.message}); the lock holds only the "
                         f"GPU core from the matrix, without hashes or transitive closure")
         packages, resolved_versions = _gpu_core(matrix, request, target, v, tindex, overrides)
+    except ConflictError as exc:
+        if not dropped:
+            raise
+        raise ConflictError(f"{exc.message}; the requirements' newest versions need "
+                            f"{'; '.join(dropped)}, and no build allowed for {within} "
+                            f"satisfies that", hint=exc.hint) from None
     except IndexError_ as exc:
         raise IndexError_(exc.message, hint=way_out(v, _other_builds(matrix, request, spec, v,
                                                                      config))) from None
@@ -438,8 +453,9 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
              config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
              overrides: Dict[str, Requirement],
              on_event: Optional[Callable[[str], None]],
-             why: Optional[Dict[str, str]] = None) -> Tuple[List[LockedPackage],
-                                                            Dict[str, str]]:
+             why: Optional[Dict[str, str]] = None,
+             walked: Optional["Finder"] = None) -> Tuple[List[LockedPackage],
+                                                         Dict[str, str]]:
     from envlock.resolve.closure import (
         Finder,
         Req,
@@ -452,6 +468,8 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements),
                     allowed_for=v.version_string, prerelease=request.prerelease,
                     explicit_prereleases=_explicit(request.requirements))
+    if walked is not None:
+        finder.adopt(walked)
     reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
     reqs += apply_overrides_to_direct(reqs_from(request.requirements, target.markers),
                                       overrides, why or {})

@@ -244,6 +244,22 @@ class Finder:
             return []
         return inside
 
+    def adopt(self, other: "Finder") -> None:
+        """Take over ``other``'s candidate lists where they would be the same here: same
+        target, same indexes for the project, no companion restriction. The torch-needs
+        walk reads most of the closure before the build (so its index) is known; this
+        spares parsing those pages a second time."""
+        if other.target != self.target:
+            return
+        with other._lock:
+            theirs = dict(other._cands)
+        with self._lock:
+            for name, cands in theirs.items():
+                if (name in self._cands or name in self.allowed or name in other.allowed
+                        or self.policy.indexes_for(name) != other.policy.indexes_for(name)):
+                    continue
+                self._cands[name] = cands
+
     # -- prefetch ------------------------------------------------------------------------
     def prefetch(self, req: Req) -> None:
         """Fetch the page of ``req`` and the metadata of its likely pick, in the background."""
@@ -533,7 +549,12 @@ def _impossible(exc: Any, finder: Finder) -> str:
     parts = []
     for cause in exc.causes[:4]:
         req = cause.requirement
-        parent = f" (required by {cause.parent})" if cause.parent else " (requested)"
+        if cause.parent:
+            parent = f" (required by {cause.parent})"
+        elif req.parent == "hardware choice":  # never "requested": the user did not ask
+            parent = " (the build chosen for the hardware)"
+        else:
+            parent = " (requested)"
         if req.name == PYTHON:
             parts.append(f"{cause.parent} requires Python {req.specifier}, but the target is "
                          f"Python {finder.target.python}")

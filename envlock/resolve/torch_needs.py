@@ -1,11 +1,25 @@
-"""What the user's requirements need of torch, read before the torch build is chosen.
+"""What the requirements need of torch, read from their whole closure before the build is chosen.
 
 The torch build is chosen by hardware (:mod:`envlock.resolve.hardware`), but the
-requirements may pin torch too: ``vllm==0.6.3`` requires ``torch==2.4.0``. Choosing the
-newest build first and resolving afterwards fails on such inputs for no good reason. So
-the direct requirements' own metadata is read first (their best candidate on the
-configured index, the one the resolver will try first), and its Requires-Dist on torch,
-torchvision, torchaudio and triton narrows the releases the hardware choice may pick.
+requirements may pin torch too, at any depth: ``vllm==0.6.3`` requires ``torch==2.4.0``,
+and so does every package that requires ``vllm==0.6.3``. Choosing the newest build first
+and resolving afterwards fails on such inputs for no good reason. So before a build is
+chosen, :func:`torch_needs` walks the closure the resolver will try first: from each direct
+requirement, the best candidate (newest allowed, as the resolver picks), its Requires-Dist,
+their best candidates, and so on, breadth first. Every constraint on torch, torchvision,
+torchaudio or triton met on the way is a :class:`TorchNeed`, with the chain of packages that
+led to it, so an error can name it (``app==1.0 -> vllm==0.6.3 requires torch==2.4.0``).
+
+Why a pre-pass rather than resolving with a build and retrying on conflict: the pre-pass
+follows the same newest-first path as the resolver (and as uv, which has no build to fix
+first), so it picks the torch those versions ask for, where a retry would first let the
+resolver backtrack to older versions that suit the wrong build; it knows the whole chain
+to each constraint (a resolver conflict names only the last parent); and it costs no
+failed resolution: the metadata it reads is what the resolver reads next, kept by the
+index client. Its limit is that backtracking may later leave that path; so a need also
+says whether it is *forced*: every link of its chain is an exact pin or the only version
+the index offers for the target, so no older version can relax it. The caller narrows by
+every need first and, when that leaves no build for the hardware, by the forced ones only.
 
 torchvision and torchaudio constraints map to torch releases through the matrix's
 companion lists; a triton constraint through each build's own triton pin. The narrowing
@@ -16,82 +30,161 @@ and its explanations work unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from envlock.errors import OfflineError
+from envlock.errors import BuildError, OfflineError
 from envlock.matrix.matrix import Matrix
 from envlock.versions import V
 
 if TYPE_CHECKING:
-    from envlock.resolve.closure import Finder
+    from envlock.resolve.closure import Cand, Finder, Req
 
 __all__ = ["TorchNeed", "torch_needs", "narrowed_spec"]
 
 _FAMILY = ("torch", "torchvision", "torchaudio", "triton")
+#: never walked into: the torch family's own dependencies are the build's business
+_SKIP = frozenset(_FAMILY + ("pytorch-triton",))
+#: a bound on the walk (real closures have a few hundred packages at most)
+_MAX_VISITS = 3000
 
 
 @dataclass(frozen=True)
 class TorchNeed:
-    """One requirement's constraint on a torch-family package."""
+    """One requirement's constraint on a torch-family package, and how it was reached."""
 
-    origin: str  # "vllm==0.6.3"
+    #: the packages from the direct requirement down to the one that states the
+    #: constraint, as ``name==version``; empty when the user requested it directly
+    chain: Tuple[str, ...]
     requirement: Requirement  # torch==2.4.0
-    #: the user pinned the requiring package exactly: no older version can relax this
-    pinned: bool = False
+    #: every link of the chain is an exact pin or the only version available for the
+    #: target: no older version can relax this constraint
+    forced: bool = False
+
+    @property
+    def origin(self) -> str:
+        """The package that states the constraint ("" for the user)."""
+        return self.chain[-1] if self.chain else ""
 
     def __str__(self) -> str:
         want = f"{self.requirement.name}{self.requirement.specifier}"
-        return f"{want} (requested)" if not self.origin else f"{self.origin} requires {want}"
+        if not self.chain:
+            return f"{want} (requested)"
+        return f"{' -> '.join(self.chain)} requires {want}"
+
+
+@dataclass(frozen=True)
+class _Hop:
+    """A requirement met during the walk, with the chain that led to it."""
+
+    req: "Req"
+    chain: Tuple[str, ...]
+    forced: bool
 
 
 def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
                 env: Mapping[str, str]) -> List[TorchNeed]:
-    """Torch-family constraints in the direct requirements' best candidates' metadata.
+    """Torch-family constraints anywhere in the closure of the requirements' best candidates.
 
-    Best effort where the cache cannot answer offline (the closure reports what is
-    missing); every other index failure propagates.
+    Best effort where the cache cannot answer offline or an sdist's metadata cannot be
+    built (the closure reports either when it needs that package); every other index
+    failure propagates.
     """
-    wanted: List[Tuple[Requirement, str]] = []
+    from envlock.resolve.closure import Req
+
     out: List[TorchNeed] = []
+    level: List[_Hop] = []
     for r in requirements:
         name = str(canonicalize_name(r.name))
         if r.marker is not None and not r.marker.evaluate(dict(env, extra="")):
             continue
-        if name in _FAMILY or name == "pytorch-triton":
+        if name in _SKIP:
             if name in _FAMILY and str(r.specifier):
-                out.append(TorchNeed("", r, pinned=True))  # e.g. torchvision==0.19.0
+                out.append(TorchNeed((), r, forced=True))  # e.g. torchvision==0.19.0
             continue
-        wanted.append((r, name))
+        extras = frozenset(str(canonicalize_name(e)) for e in r.extras)
+        level.append(_Hop(Req(name, r.specifier, extras, parent="user"), (), True))
+    seen: Set[str] = set()
+    visits = 0
+    while level and visits < _MAX_VISITS:
+        hops = _merge(level, seen)
+        for hop in hops:
+            finder.prefetch(hop.req)
+        level = []
+        for hop in hops:
+            visits += 1
+            found = _visit(finder, hop)
+            if found is None:
+                continue
+            best, forced, deps = found
+            chain = hop.chain + (str(best),)
+            for dep in deps:
+                if dep.name in _SKIP:
+                    if dep.name in _FAMILY and str(dep.specifier):
+                        out.append(TorchNeed(chain, Requirement(f"{dep.name}{dep.specifier}"),
+                                             forced))
+                    continue
+                level.append(_Hop(dep, chain, forced))
+    return _unique(out)
+
+
+def _unique(needs: Sequence[TorchNeed]) -> List[TorchNeed]:
+    """Each need once (a project reached again with extras restates its base needs)."""
+    out: Dict[str, TorchNeed] = {}
+    for n in needs:
+        have = out.get(str(n))
+        if have is None or (n.forced and not have.forced):
+            out[str(n)] = n
+    return list(out.values())
+
+
+def _merge(level: Sequence[_Hop], seen: Set[str]) -> List[_Hop]:
+    """One hop per project not walked yet: the first chain that reached it, every
+    specifier that asks for it (as the resolver combines them), every extra."""
     from envlock.resolve.closure import Req
 
-    for r, name in wanted:
-        finder.prefetch(Req(name, r.specifier))
-    for r, name in wanted:
-        try:
-            cands = finder.matching(r.specifier, name)
-            if not cands:
-                continue
-            best = cands[0]
-            meta = finder.client.metadata(best.best)
-        except OfflineError:
+    merged: Dict[str, _Hop] = {}
+    for hop in level:
+        r = hop.req
+        key = r.identifier
+        if key in seen:
             continue
-        extras = {str(canonicalize_name(e)) for e in r.extras}
-        for dep in meta.requirements():
-            dn = canonicalize_name(dep.name)
-            if dn not in _FAMILY:
-                continue
-            if dep.marker is not None and not any(
-                    dep.marker.evaluate(dict(env, extra=e)) for e in (extras or {""})):
-                continue
-            if not str(dep.specifier):
-                continue
-            out.append(TorchNeed(f"{best.name}=={best.version}", dep, _pinned(r)))
-    return out
+        have = merged.get(r.name)
+        if have is None:
+            merged[r.name] = hop
+            continue
+        h = have.req
+        merged[r.name] = _Hop(Req(h.name, h.specifier & r.specifier, h.extras | r.extras,
+                                  h.parent), have.chain, have.forced and hop.forced)
+    for hop in merged.values():
+        seen.add(hop.req.identifier)
+        seen.add(hop.req.name)
+    return list(merged.values())
+
+
+def _visit(finder: "Finder", hop: _Hop) -> Optional[Tuple["Cand", bool, List["Req"]]]:
+    """The best candidate for a hop, whether the chain stays forced, its dependencies."""
+    from envlock.resolve.closure import Cand
+
+    r = hop.req
+    try:
+        cands = finder.matching(r.specifier, r.name)
+        if not cands:
+            return None
+        best = cands[0]
+        deps, _ = finder.dependencies(best)
+        if r.extras:
+            more, _ = finder.dependencies(Cand(best.name, best.version, best.dists, best.index,
+                                               r.extras))
+            deps = deps + [d for d in more if d.name != best.name]
+    except (OfflineError, BuildError):
+        return None
+    forced = hop.forced and (_pinned(r.specifier) or len(cands) == 1)
+    return best, forced, deps
 
 
 def narrowed_spec(matrix: Matrix, spec: SpecifierSet,
@@ -122,8 +215,8 @@ def narrowed_spec(matrix: Matrix, spec: SpecifierSet,
     return spec & _as_spec(releases, allowed), lines
 
 
-def _pinned(r: Requirement) -> bool:
-    return any(s.operator in ("==", "===") and "*" not in s.version for s in r.specifier)
+def _pinned(spec: SpecifierSet) -> bool:
+    return any(s.operator in ("==", "===") and "*" not in s.version for s in spec)
 
 
 def _contains(spec: SpecifierSet, version: str) -> bool:
