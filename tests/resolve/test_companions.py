@@ -162,7 +162,7 @@ def test_a_triton_requirement_narrows_torch_through_the_pairing(
     from envlock.resolve.torch_needs import TorchNeed, narrowed_spec
 
     m = load_matrix()
-    spec, lines = narrowed_spec(m, SpecifierSet(), [TorchNeed("app==1.0", Requirement(triton))])
+    spec, lines = narrowed_spec(m, SpecifierSet(), [TorchNeed(("app==1.0",), Requirement(triton))])
     assert lines == [f"app==1.0 requires {triton}"]
     assert all(spec.contains(v) for v in admitted), spec
     assert not any(spec.contains(v) for v in excluded), spec
