@@ -10,7 +10,7 @@ import json
 import pickle
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -49,7 +49,7 @@ _VALUE = st.recursive(_SCALAR, lambda inner: st.one_of(
     max_leaves=6)
 
 
-def _paths(obj: Any, prefix: tuple = ()) -> List[tuple]:
+def _paths(obj: Any, prefix: tuple = ()) -> list[tuple]:
     out = [prefix]
     if len(prefix) > 8:  # never descend into a planted deep nest
         return out
@@ -62,7 +62,7 @@ def _paths(obj: Any, prefix: tuple = ()) -> List[tuple]:
     return out
 
 
-_BASE_PATHS: Dict[int, Tuple[Any, List[tuple]]] = {}  # id -> (the document, its paths)
+_BASE_PATHS: dict[int, tuple[Any, list[tuple]]] = {}  # id -> (the document, its paths)
 
 
 def _mutate(doc: Any, data: st.DataObject, rounds: int) -> Any:
@@ -170,7 +170,7 @@ _REQ_LINE = st.one_of(
 
 @SETTINGS
 @given(lines=st.lists(_REQ_LINE, max_size=6))
-def test_generated_requirement_files(tmp_path: Path, lines: List[str]) -> None:
+def test_generated_requirement_files(tmp_path: Path, lines: list[str]) -> None:
     req = tmp_path / "self.txt"
     req.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
     argv = ["resolve", "--gpu", "H100 SXM", "--offline", "--dry-run", "-r", str(req)]
@@ -190,7 +190,7 @@ _LOG_LINE = st.one_of(
 
 @SETTINGS
 @given(lines=st.lists(_LOG_LINE, max_size=8))
-def test_generated_log_lines(tmp_path: Path, lines: List[str]) -> None:
+def test_generated_log_lines(tmp_path: Path, lines: list[str]) -> None:
     log = tmp_path / "crash.log"
     log.write_bytes("\n".join(lines).encode("utf-8", errors="surrogatepass"))
     argv = ["doctor", "--snapshot", str(SNAPSHOT), "--log", str(log)]

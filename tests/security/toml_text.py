@@ -11,7 +11,7 @@ The CLI parses the text back to the same tree; only the layout differs from toml
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List
+from typing import Any
 
 _ESCAPES = {ord('"'): '\\"', ord("\\"): "\\\\", ord("\b"): "\\b", ord("\t"): "\\t",
             ord("\n"): "\\n", ord("\f"): "\\f", ord("\r"): "\\r"}
@@ -46,14 +46,14 @@ def _scalar(value: Any) -> str:
 
 def inline(value: Any) -> str:
     """``value`` as one line of TOML (inline tables and arrays), without recursion."""
-    out: List[str] = []
-    todo: List[Any] = [value]
+    out: list[str] = []
+    todo: list[Any] = [value]
     while todo:
         v = todo.pop()
         if isinstance(v, _Tok):
             out.append(v)
         elif isinstance(v, dict):
-            seq: List[Any] = [_Tok("{")]
+            seq: list[Any] = [_Tok("{")]
             for i, (k, item) in enumerate(v.items()):
                 seq += [_Tok(", " if i else " "), _Tok(_string(str(k)) + " = "), item]
             seq.append(_Tok(" }" if v else "}"))
@@ -71,11 +71,11 @@ def inline(value: Any) -> str:
     return "".join(out)
 
 
-def dumps(doc: Dict[str, Any]) -> str:
+def dumps(doc: dict[str, Any]) -> str:
     """A TOML document for the table ``doc``: plain keys first, then one ``[key]`` per
     table and ``[[key]]`` per array of tables at the top, inline values below that."""
-    head: List[str] = []
-    tail: List[str] = []
+    head: list[str] = []
+    tail: list[str] = []
     for key, value in doc.items():
         name = _string(str(key))
         if isinstance(value, dict):
