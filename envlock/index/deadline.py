@@ -1,4 +1,5 @@
-"""A total deadline and a cancel switch for every socket read the index client makes.
+"""A total deadline and a cancel switch for every socket read the index client makes, and
+for the connect and TLS handshake before them.
 
 A read timeout alone does not bound a request: an index that sends one byte a second never
 trips it. ``requests`` has no total deadline, so the connections it opens get a socket
@@ -116,16 +117,50 @@ class _DeadlineSocket:
         return bytes(self._wait(self._sock.recv, bufsize, flags))
 
 
+def _connect_within(conn: Any, connect: Any) -> None:
+    """Run ``connect`` (TCP connect, and for HTTPS the TLS handshake) with its timeout cut
+    to what is left of the calling thread's deadline.
+
+    A server that drips the handshake a byte at a time resets every per-operation timeout;
+    CPython bounds a whole ``connect()`` and a whole TLS handshake by the socket's timeout,
+    so a timeout no longer than the time left makes the deadline hold here too. The
+    original timeout comes back afterwards for the request's own reads.
+    """
+    state = current()
+    if state is None:
+        connect()
+        return
+    if state.cancel.is_set():
+        raise Cancelled("cancelled")
+    left = state.left()
+    if left <= 0:
+        state.expired = True
+        raise DeadlineExceeded("total deadline passed")
+    original = conn.timeout
+    numeric = original is None or isinstance(original, (int, float))
+    conn.timeout = left if not numeric or original is None else min(float(original), left)
+    try:
+        connect()
+    except OSError:  # socket.timeout and the SSL errors are OSErrors
+        if state.left() <= 0.05:  # the cut timeout fired: report the deadline, not a timeout
+            state.expired = True
+        raise
+    finally:
+        conn.timeout = original
+    if numeric and conn.sock is not None:
+        conn.sock.settimeout(original)
+
+
 # The classes keep urllib3's names: they appear in error messages users see.
 class HTTPConnection(_conn.HTTPConnection):
     def connect(self) -> None:
-        super().connect()
+        _connect_within(self, super().connect)
         self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment,unused-ignore]
 
 
 class HTTPSConnection(_conn.HTTPSConnection):
     def connect(self) -> None:
-        super().connect()
+        _connect_within(self, super().connect)
         self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment,unused-ignore]
 
 
