@@ -139,6 +139,7 @@ def _connect_within(conn: Any, connect: Any) -> None:
     original = conn.timeout
     numeric = original is None or isinstance(original, (int, float))
     conn.timeout = left if not numeric or original is None else min(float(original), left)
+    conn._envlock_cancel = state.cancel
     try:
         connect()
     except OSError:  # socket.timeout and the SSL errors are OSErrors
@@ -147,20 +148,78 @@ def _connect_within(conn: Any, connect: Any) -> None:
         raise
     finally:
         conn.timeout = original
+        conn._envlock_cancel = None
     if numeric and conn.sock is not None:
         conn.sock.settimeout(original)
 
 
+class _CancelWatch:
+    """Shuts a connecting socket down when the request is cancelled, so a TLS handshake
+    blocked inside the ssl module (which no socket wrapper can reach) ends at once: Ctrl-C
+    must not wait out the connect timeout. The watch holds a duplicate of the socket,
+    because wrapping it for TLS detaches the original object."""
+
+    def __init__(self, sock: socket.socket, cancel: threading.Event) -> None:
+        self._dup = sock.dup()
+        self._cancel = cancel
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="envlock-connect-watch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(_SLICE):
+            if self._cancel.is_set():
+                try:
+                    self._dup.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self._dup.close()
+
+
+def _watched(conn: Any, new_conn: Any) -> Any:
+    """``new_conn()``'s socket, watched for a cancel until :func:`_connect_within` ends."""
+    sock = new_conn()
+    cancel = getattr(conn, "_envlock_cancel", None)
+    if cancel is not None:
+        conn._envlock_watch = _CancelWatch(sock, cancel)
+    return sock
+
+
+def _unwatch(conn: Any) -> None:
+    watch = getattr(conn, "_envlock_watch", None)
+    conn._envlock_watch = None
+    if watch is not None:
+        watch.stop()
+
+
 # The classes keep urllib3's names: they appear in error messages users see.
 class HTTPConnection(_conn.HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        return _watched(self, super()._new_conn)
+
     def connect(self) -> None:
-        _connect_within(self, super().connect)
+        try:
+            _connect_within(self, super().connect)
+        finally:
+            _unwatch(self)
         self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment,unused-ignore]
 
 
 class HTTPSConnection(_conn.HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        return _watched(self, super()._new_conn)
+
     def connect(self) -> None:
-        _connect_within(self, super().connect)
+        try:
+            _connect_within(self, super().connect)
+        finally:
+            _unwatch(self)
         self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment,unused-ignore]
 
 

@@ -8,14 +8,21 @@ No certificate is needed: the handshake never gets far enough to look at one.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.security.cli_run import assert_contract, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # a TLS record: type 22 (handshake), version 3.3, length 16384; the body never comes in full
 _RECORD_HEADER = b"\x16\x03\x03\x40\x00"
@@ -95,3 +102,31 @@ def test_a_dripped_tls_handshake_ends_at_the_total_deadline(
     # 2 s plus slack for a loaded machine; without the fix the handshake alone took the
     # 120 s timeout for each of the four attempts
     assert took < 45, took
+
+
+def test_ctrl_c_during_a_dripped_tls_handshake_ends_the_process_at_once(
+        drip: DripTLS, tmp_path: Path) -> None:
+    """The handshake runs on a worker thread; Ctrl-C cancels it instead of waiting out the
+    connect timeout (here 120 s) before the process can exit."""
+    env = dict(os.environ, ENVLOCK_CACHE_DIR=str(tmp_path / "cache"), PIP_TIMEOUT="120",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envlock", "resolve", "--gpu", "H100 SXM", "--index-url",
+         f"https://127.0.0.1:{drip.port}/simple", "--pytorch-index-url",
+         f"https://127.0.0.1:{drip.port}/whl", "--torch", "==2.5.1",
+         "-o", str(tmp_path / "envlock.lock")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path))
+    try:
+        assert drip.dripped.wait(120), "envlock never reached the handshake"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=100)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.splitlines() == ["envlock: interrupted"]
+    assert took < 10, took  # generous for a loaded machine
+    assert not (tmp_path / "envlock.lock").exists()
