@@ -42,7 +42,7 @@ class DripTLS:
         self.port = self._listener.getsockname()[1]
         self._threads: list[threading.Thread] = []
 
-    def __enter__(self) -> DripTLS:
+    def __enter__(self) -> DripTLS:  # noqa: PYI034 - typing.Self needs 3.11
         t = threading.Thread(target=self._accept, daemon=True)
         t.start()
         self._threads.append(t)
