@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.security import toml_text
@@ -132,6 +132,7 @@ def test_generated_locks(tmp_path: Path, lock_doc: Any, data: st.DataObject, rou
     else:
         argv = ["export", "--lock", str(path), "--format", fmt, "--target", "h20"]
     r = run_cli(argv)
+    event(f"{fmt}: exit {r.code}")  # --hypothesis-show-statistics shows what was reached
     assert_contract(r, argv)
     if r.code == 0 and fmt in ("requirements", "constraints"):
         for line in r.stdout.splitlines():  # nothing active but pins and index options
@@ -155,7 +156,9 @@ def test_generated_snapshots(tmp_path: Path, snapshot_doc: Any, data: st.DataObj
             "doctor": ["doctor", "--snapshot", str(path)],
             "resolve": ["resolve", "--from-snapshot", str(path), "--offline", "--dry-run"],
             }[cmd]
-    assert_contract(run_cli(argv), argv)
+    r = run_cli(argv)
+    event(f"{cmd}: exit {r.code}")
+    assert_contract(r, argv)
 
 
 _REQ_LINE = st.one_of(
@@ -174,7 +177,9 @@ def test_generated_requirement_files(tmp_path: Path, lines: list[str]) -> None:
     req = tmp_path / "self.txt"
     req.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
     argv = ["resolve", "--gpu", "H100 SXM", "--offline", "--dry-run", "-r", str(req)]
-    assert_contract(run_cli(argv), argv)
+    r = run_cli(argv)
+    event(f"exit {r.code}")
+    assert_contract(r, argv)
 
 
 _LOG_LINE = st.one_of(
@@ -194,4 +199,6 @@ def test_generated_log_lines(tmp_path: Path, lines: list[str]) -> None:
     log = tmp_path / "crash.log"
     log.write_bytes("\n".join(lines).encode("utf-8", errors="surrogatepass"))
     argv = ["doctor", "--snapshot", str(SNAPSHOT), "--log", str(log)]
-    assert_contract(run_cli(argv), argv)
+    r = run_cli(argv)
+    event(f"exit {r.code}")
+    assert_contract(r, argv)
