@@ -1,7 +1,14 @@
 """Issue 18: generated hostile locks, snapshots, requirement files and log lines, driven
 through the CLI entry point. None may end in exit 70 or a traceback.
 
-Each property runs ``ENVLOCK_PROPERTY_EXAMPLES`` cases (200 by default).
+Each property runs ``ENVLOCK_PROPERTY_EXAMPLES`` cases (200 by default). The acceptance
+run is one property at a time with 10,000 cases::
+
+    ENVLOCK_PROPERTY_EXAMPLES=10000 python -m pytest -q -p no:cacheprovider \
+        tests/security/test_properties.py -k test_generated_locks --hypothesis-show-statistics
+
+A case costs the CLI run itself (15-60 ms) plus data generation; generated locks are
+written with :mod:`tests.security.toml_text`, not tomlkit, which alone cost ~0.13 s a case.
 """
 
 from __future__ import annotations
