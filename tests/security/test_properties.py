@@ -73,7 +73,7 @@ def _paths(obj: Any, prefix: tuple = ()) -> list[tuple]:
 def _spread(paths: list[tuple]) -> list[tuple]:
     """The paths in a fixed pseudo-random order: hypothesis favours (and shrinks towards)
     the first elements of a ``sampled_from``, which in document order are the lock's
-    ``version`` and the snapshot's header, so most cases used to mutate those."""
+    ``version`` and the snapshot's header (one generated lock in seven lost its version)."""
     random.Random(len(paths)).shuffle(paths)
     return paths
 
