@@ -1,4 +1,5 @@
-"""A total deadline and a cancel switch for every socket read the index client makes.
+"""A total deadline and a cancel switch for every socket read the index client makes, and
+for the connect and TLS handshake before them.
 
 A read timeout alone does not bound a request: an index that sends one byte a second never
 trips it. ``requests`` has no total deadline, so the connections it opens get a socket
@@ -116,16 +117,109 @@ class _DeadlineSocket:
         return bytes(self._wait(self._sock.recv, bufsize, flags))
 
 
+def _connect_within(conn: Any, connect: Any) -> None:
+    """Run ``connect`` (TCP connect, and for HTTPS the TLS handshake) with its timeout cut
+    to what is left of the calling thread's deadline.
+
+    A server that drips the handshake a byte at a time resets every per-operation timeout;
+    CPython bounds a whole ``connect()`` and a whole TLS handshake by the socket's timeout,
+    so a timeout no longer than the time left makes the deadline hold here too. The
+    original timeout comes back afterwards for the request's own reads.
+    """
+    state = current()
+    if state is None:
+        connect()
+        return
+    if state.cancel.is_set():
+        raise Cancelled("cancelled")
+    left = state.left()
+    if left <= 0:
+        state.expired = True
+        raise DeadlineExceeded("total deadline passed")
+    original = conn.timeout
+    numeric = original is None or isinstance(original, (int, float))
+    conn.timeout = left if not numeric or original is None else min(float(original), left)
+    conn._envlock_cancel = state.cancel
+    try:
+        connect()
+    except OSError:  # socket.timeout and the SSL errors are OSErrors
+        if state.left() <= 0.05:  # the cut timeout fired: report the deadline, not a timeout
+            state.expired = True
+        raise
+    finally:
+        conn.timeout = original
+        conn._envlock_cancel = None
+    if numeric and conn.sock is not None:
+        conn.sock.settimeout(original)
+
+
+class _CancelWatch:
+    """Shuts a connecting socket down when the request is cancelled, so a TLS handshake
+    blocked inside the ssl module (which no socket wrapper can reach) ends at once: Ctrl-C
+    must not wait out the connect timeout. The watch holds a duplicate of the socket,
+    because wrapping it for TLS detaches the original object."""
+
+    def __init__(self, sock: socket.socket, cancel: threading.Event) -> None:
+        self._dup = sock.dup()
+        self._cancel = cancel
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="envlock-connect-watch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(_SLICE):
+            if self._cancel.is_set():
+                try:
+                    self._dup.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self._dup.close()
+
+
+def _watched(conn: Any, new_conn: Any) -> Any:
+    """``new_conn()``'s socket, watched for a cancel until :func:`_connect_within` ends."""
+    sock = new_conn()
+    cancel = getattr(conn, "_envlock_cancel", None)
+    if cancel is not None:
+        conn._envlock_watch = _CancelWatch(sock, cancel)
+    return sock
+
+
+def _unwatch(conn: Any) -> None:
+    watch = getattr(conn, "_envlock_watch", None)
+    conn._envlock_watch = None
+    if watch is not None:
+        watch.stop()
+
+
 # The classes keep urllib3's names: they appear in error messages users see.
 class HTTPConnection(_conn.HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        return _watched(self, super()._new_conn)
+
     def connect(self) -> None:
-        super().connect()
+        try:
+            _connect_within(self, super().connect)
+        finally:
+            _unwatch(self)
         self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment,unused-ignore]
 
 
 class HTTPSConnection(_conn.HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        return _watched(self, super()._new_conn)
+
     def connect(self) -> None:
-        super().connect()
+        try:
+            _connect_within(self, super().connect)
+        finally:
+            _unwatch(self)
         self.sock = _DeadlineSocket(self.sock)  # type: ignore[assignment,unused-ignore]
 
 
