@@ -129,6 +129,38 @@ class Transport:
             return None  # torn or tampered entry
         return body, meta
 
+    def fresh_digest(self, url: str) -> Optional[str]:
+        """The sha256 of the cached body of ``url`` when :meth:`get` would serve it from
+        the cache without asking the server (fresh, or ``offline``), else None. Reads the
+        small entry only: a caller that keeps what it derived from the body under this
+        digest need not read (and hash) the body again."""
+        paths = self._paths(url)
+        if paths is None or url.startswith("file:"):
+            return None
+        try:
+            meta = json.loads(paths[1].read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or not self._is_fresh(meta, False):
+            return None
+        digest = meta.get("sha256")
+        return digest if isinstance(digest, str) and len(digest) == 64 else None
+
+    def _is_fresh(self, meta: Mapping[str, Any], immutable: bool) -> bool:
+        try:
+            age = time.time() - float(meta.get("stored", 0))
+        except (TypeError, ValueError):
+            return False
+        max_age = meta.get("max_age")
+        if max_age is None and not meta.get("etag") and not meta.get("last_modified"):
+            max_age = self.default_ttl  # the server gave no caching information at all
+        try:
+            fresh = immutable or (not self.refresh and max_age is not None
+                                  and age < float(max_age))
+        except (TypeError, ValueError):
+            fresh = False
+        return fresh or self.offline
+
     def _cache_write(self, url: str, body: bytes, headers: Mapping[str, str]) -> None:
         paths = self._paths(url)
         if paths is None:
@@ -160,12 +192,7 @@ class Transport:
         cached = self._cache_read(url) if cache else None
         if cached is not None:
             body, meta = cached
-            age = time.time() - float(meta.get("stored", 0))
-            max_age = meta.get("max_age")
-            if max_age is None and not meta.get("etag") and not meta.get("last_modified"):
-                max_age = self.default_ttl  # the server gave no caching information at all
-            fresh = immutable or (not self.refresh and max_age is not None and age < max_age)
-            if fresh or self.offline:
+            if self._is_fresh(meta, immutable):
                 self.stats["cache_hits"] += 1
                 return Response(url, 200, body, {"Content-Type": meta.get("content_type") or ""},
                                 from_cache=True)

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from html.parser import HTMLParser
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urldefrag, urljoin
 
 from packaging.tags import Tag
@@ -89,12 +89,63 @@ def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet
     return None
 
 
-@dataclass(frozen=True)
 class ProjectPage:
-    name: str
-    index: str
-    url: str
-    dists: Tuple[Dist, ...]
+    """A project's files on one index, in page order.
+
+    A page from the parsed-page cache keeps its rows as plain data and makes a
+    :class:`Dist` of a row only when asked (:meth:`select`): a page such as
+    pydantic-core's lists ~15,000 files, and a target can use a few dozen of them, so
+    building every one was most of a warm resolve. Every row is checked when the page is
+    loaded (:func:`page_from_cache`); what waits is only the object.
+    """
+
+    __slots__ = ("name", "index", "url", "filenames", "_rows", "_made")
+
+    def __init__(self, name: str, index: str, url: str, dists: Sequence[Dist] = (),
+                 *, rows: Optional[Sequence[Sequence[Any]]] = None) -> None:
+        self.name = name
+        self.index = index
+        self.url = url
+        #: the rows of a cached page (checked), made into Dists on first use
+        self._rows = rows
+        if rows is None:
+            self._made: List[Any] = list(dists)
+            self.filenames: Tuple[str, ...] = tuple(d.filename for d in dists)
+        else:
+            self._made = [_UNMADE] * len(rows)
+            self.filenames = tuple(r[0] for r in rows)
+
+    def _dist(self, i: int) -> Optional[Dist]:
+        d = self._made[i]
+        if d is _UNMADE:
+            assert self._rows is not None
+            d = self._made[i] = _dist_from_row(self._rows[i], self.index, self.name, self.url)
+        return d  # type: ignore[no-any-return]
+
+    def select(self, keep: Callable[[str], bool]) -> List[Dist]:
+        """The files whose name passes ``keep``, without making the others."""
+        out = []
+        for i, fn in enumerate(self.filenames):
+            if keep(fn):
+                d = self._dist(i)
+                if d is not None:
+                    out.append(d)
+        return out
+
+    @property
+    def dists(self) -> Tuple[Dist, ...]:
+        """Every usable file (files of other projects are left out)."""
+        return tuple(self.select(_everything))
+
+    def __repr__(self) -> str:
+        return f"ProjectPage({self.name!r}, {self.index!r}, {len(self.filenames)} files)"
+
+
+_UNMADE = object()
+
+
+def _everything(_filename: str) -> bool:
+    return True
 
 
 #: hex digits per algorithm: a digest of any other shape is not a digest
@@ -343,18 +394,61 @@ def page_to_cache(page: ProjectPage) -> bytes:
                       separators=(",", ":")).encode()
 
 
+#: a cached page's columns, checked in one C call each: file names (the rules of
+#: :func:`_bad_filename`, one per line) and sha256 digests (64 lower-case hex or none)
+_FILENAME_LINES = re.compile(r"(?:(?!\.\.)(?!\.\n)[^/\\\x00-\x1f\x7f]{1,255}\n)*")
+_SHA256_LINES = re.compile(r"(?:(?:[0-9a-f]{64})?\n)*")
+
+
 def page_from_cache(blob: bytes) -> ProjectPage:
     """A page from :func:`page_to_cache`, checked like a page from the network (the cache
-    directory may be shared or planted). Raises ValueError, KeyError or TypeError."""
+    directory may be shared or planted): every row's file name, link scheme, digests and
+    field types are checked here, column by column, and any row that fails rejects the
+    whole entry (the caller parses the page again). Making each file's :class:`Dist`
+    waits until it is used. Raises ValueError, KeyError or TypeError."""
     data = json.loads(blob)
-    index = data["index"]
-    dists = []
-    for f, u, h, rp, y, m, s, t in data["files"]:
-        d = _make_dist(f, u, index, data["name"], data["url"],
-                       hashes=_clean_hashes({"sha256": h}, f) if h else {},
-                       requires_python=rp, yanked=y,
-                       metadata=None if m is None else _metadata_hashes(m, f),
-                       size=s, upload_time=t)
-        if d is not None:
-            dists.append(d)
-    return ProjectPage(name=data["name"], index=index, url=data["url"], dists=tuple(dists))
+    index, name, url = data["index"], data["name"], data["url"]
+    files = data["files"]
+    if not (isinstance(index, str) and isinstance(name, str) and isinstance(url, str)
+            and isinstance(files, list)):
+        raise TypeError("not a cached page")
+    # file:// pages (local mirrors) may link file:// URLs: their rows take the row-by-row
+    # rules of the network path, which know that
+    local = url.split(":", 1)[0].lower() == "file"
+    str_ = str
+    for row in files:
+        f, u, h, rp, y, m, s, t = row  # ValueError / TypeError for another shape
+        if not (f.__class__ is str_ and u.__class__ is str_ and h.__class__ is str_
+                and (rp is None or rp.__class__ is str_) and (y is None or y.__class__ is str_)
+                and (s is None or s.__class__ is int) and (t is None or t.__class__ is str_)):
+            raise TypeError(f"a cached row of {name!r} has a field of the wrong type")
+        if not (local or u.startswith(("https://", "http://"))
+                or u.split(":", 1)[0].lower() in ("http", "https")):
+            raise ValueError(f"{f!r}: a cached link that is not http(s)")
+        if m is not None:
+            if m.__class__ is not dict:
+                raise TypeError(f"{f!r}: cached metadata hashes are not an object")
+            _metadata_hashes(m, f)  # MalformedPage (a ValueError) for a bad digest
+    n = len(files)
+    names = "\n".join([r[0] for r in files]) + "\n" if n else ""
+    if names.count("\n") != n or _FILENAME_LINES.fullmatch(names) is None:
+        raise ValueError(f"a cached file name of {name!r} is not a bare file name")
+    digests = "\n".join([r[2] for r in files]) + "\n" if n else ""
+    if digests.count("\n") != n or _SHA256_LINES.fullmatch(digests) is None:
+        raise ValueError(f"a cached sha256 of {name!r} is not 64 hex digits")
+    if local:
+        dists = [_dist_from_row(r, index, name, url) for r in files]
+        return ProjectPage(name, index, url, [d for d in dists if d is not None])
+    return ProjectPage(name, index, url, rows=files)
+
+
+def _dist_from_row(row: Sequence[Any], index: str, project: str,
+                   page_url: str) -> Optional[Dist]:
+    """A cached row as a :class:`Dist` (None: not ``project``'s wheel or sdist), through
+    the same checks as a file from the network."""
+    f, u, h, rp, y, m, s, t = row
+    return _make_dist(f, u, index, project, page_url,
+                      hashes=_clean_hashes({"sha256": h}, f) if h else {},
+                      requires_python=rp, yanked=y,
+                      metadata=None if m is None else _metadata_hashes(m, f),
+                      size=s, upload_time=t)
