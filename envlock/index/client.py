@@ -75,10 +75,9 @@ class IndexClient:
         self._meta: Dict[Tuple[str, str, str], "Future[Metadata]"] = {}
         # builds are CPU- and disk-heavy: one at a time
         self._build_lock = threading.Lock()
-        if not offline:
-            # importing requests and building the TLS context take a few hundred ms:
-            # overlap them with the caller's own start-up instead of the first request
-            self._submit(self.transport._get_session)
+        # No session is made up front: importing requests and building a TLS context cost
+        # a few hundred ms of CPU, and a warm run (every page fresh in the cache) never
+        # opens a connection. The first request makes it.
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "IndexClient":

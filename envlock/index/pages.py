@@ -334,6 +334,89 @@ def parse_json(data: Any, page_url: str, index: str, project: str) -> ProjectPag
     files = data.get("files", [])
     if not isinstance(files, list):
         raise MalformedPage("'files' is not a list")
+    fast = _json_rows(files)
+    if fast is not None:
+        return ProjectPage(canonicalize_name(project), index, page_url, rows=fast)
+    return _parse_json_rows(files, page_url, index, project)
+
+
+#: absolute plain http(s) links without a fragment or dot segment, one per line
+_PLAIN_URL_LINES = re.compile(r"(?:https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?/"
+                              r"[A-Za-z0-9._~/%+=,@-]*\n)*")
+
+
+def _json_rows(files: List[Any]) -> Optional[List[List[Any]]]:
+    """The rows of a PEP 691 file list in the common shape (PyPI's), checked column by
+    column in a few C calls, or None when any file is in another shape: then the
+    file-by-file path (:func:`_parse_json_rows`) decides, and names what is wrong.
+
+    What passes here is exactly what that path would accept unchanged: a bare file name,
+    an absolute plain http(s) link (no fragment, no dot segment, so ``urljoin`` would
+    return it as it is), a ``sha256`` of 64 lower-case hex digits as the only hash, and
+    plain values for the other fields. A :class:`Dist` is made of a row only when it is
+    used (:class:`ProjectPage`), through the same checks again.
+    """
+    rows: List[List[Any]] = []
+    add = rows.append
+    digests: List[str] = []
+    str_ = str
+    for f in files:
+        if f.__class__ is not dict:
+            return None
+        filename = f.get("filename")
+        href = f.get("url")
+        hashes = f.get("hashes")
+        if filename.__class__ is not str_ or href.__class__ is not str_ \
+                or hashes.__class__ is not dict or len(hashes) != 1:
+            return None
+        sha = hashes.get("sha256")
+        if sha.__class__ is not str_:
+            return None
+        yanked = f.get("yanked", False)
+        if yanked is False:
+            y = None
+        elif yanked is True:
+            y = ""
+        elif yanked.__class__ is str_:
+            y = yanked or None
+        else:
+            return None
+        meta = f.get("core-metadata", f.get("dist-info-metadata"))
+        if meta is None or meta is False:
+            m = None
+        elif meta is True:
+            m = {}
+        elif meta.__class__ is dict and len(meta) == 1 and \
+                meta.get("sha256").__class__ is str_:
+            m = meta
+            digests.append(meta["sha256"])
+        else:
+            return None
+        rp = f.get("requires-python")
+        size = f.get("size")
+        upload = f.get("upload-time")
+        if not ((rp is None or rp.__class__ is str_) and (upload is None or upload.__class__ is str_)
+                and (size is None or (size.__class__ is int and size >= 0))):
+            return None
+        digests.append(sha)
+        add([filename, href, sha, rp or None, y, m, size, upload])
+    n = len(rows)
+    if not n:
+        return rows
+    names = "\n".join([r[0] for r in rows]) + "\n"
+    if names.count("\n") != n or _FILENAME_LINES.fullmatch(names) is None:
+        return None
+    links = "\n".join([r[1] for r in rows]) + "\n"
+    if "/." in links or _PLAIN_URL_LINES.fullmatch(links) is None:
+        return None  # (the pattern has no newline in a link, so the count holds)
+    sums = "\n".join(digests) + "\n"
+    if sums.count("\n") != len(digests) or _SHA256_ONLY_LINES.fullmatch(sums) is None:
+        return None
+    return rows
+
+
+def _parse_json_rows(files: List[Any], page_url: str, index: str,
+                     project: str) -> ProjectPage:
     dists: List[Dist] = []
     for i, f in enumerate(files):
         where = f"files[{i}]"
@@ -386,9 +469,15 @@ def page_to_cache(page: ProjectPage) -> bytes:
     adds them back per host, and the cache must never hold secrets."""
     from envlock.index.config import redact
 
-    rows = [[d.filename, redact(d.url), d.hashes.get("sha256", ""), d.requires_python, d.yanked,
-             None if d.metadata is None else dict(d.metadata), d.size, d.upload_time]
-            for d in page.dists]
+    if page._rows is not None:
+        # rows already checked and in this shape (from :func:`_json_rows`, whose links
+        # cannot carry credentials, or from this cache, written redacted)
+        rows: List[Any] = list(page._rows)
+    else:
+        rows = [[d.filename, redact(d.url), d.hashes.get("sha256", ""), d.requires_python,
+                 d.yanked, None if d.metadata is None else dict(d.metadata), d.size,
+                 d.upload_time]
+                for d in page.dists]
     return json.dumps({"name": page.name, "index": redact(page.index),
                        "url": redact(page.url), "files": rows},
                       separators=(",", ":")).encode()
@@ -398,6 +487,7 @@ def page_to_cache(page: ProjectPage) -> bytes:
 #: :func:`_bad_filename`, one per line) and sha256 digests (64 lower-case hex or none)
 _FILENAME_LINES = re.compile(r"(?:(?!\.\.)(?!\.\n)[^/\\\x00-\x1f\x7f]{1,255}\n)*")
 _SHA256_LINES = re.compile(r"(?:(?:[0-9a-f]{64})?\n)*")
+_SHA256_ONLY_LINES = re.compile(r"(?:[0-9a-f]{64}\n)*")
 
 
 def page_from_cache(blob: bytes) -> ProjectPage:

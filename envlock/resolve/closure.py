@@ -170,10 +170,12 @@ class Finder:
         triple: a page repeats a few dozen of them over thousands of files)."""
         if not filename.endswith(".whl"):
             return True
-        triple = filename[:-4].lower().rsplit("-", 3)
-        if len(triple) != 4:
+        end = filename.rfind("-")
+        end = filename.rfind("-", 0, end)
+        start = filename.rfind("-", 0, end)
+        if start < 0:
             return True  # malformed: the full parse judges it
-        key = triple[1] + "-" + triple[2] + "-" + triple[3]
+        key = filename[start:]  # "-py-abi-platform.whl"
         fits = self._fits.get(key)
         if fits is None:
             fits = self._fits[key] = _fast_rank(filename, self.tag_rank_str,
