@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from html.parser import HTMLParser
@@ -99,7 +100,7 @@ class ProjectPage:
     loaded (:func:`page_from_cache`); what waits is only the object.
     """
 
-    __slots__ = ("name", "index", "url", "filenames", "_rows", "_made")
+    __slots__ = ("name", "index", "url", "filenames", "_rows", "_made", "_selected", "_lock")
 
     def __init__(self, name: str, index: str, url: str, dists: Sequence[Dist] = (),
                  *, rows: Optional[Sequence[Sequence[Any]]] = None) -> None:
@@ -114,6 +115,8 @@ class ProjectPage:
         else:
             self._made = [_UNMADE] * len(rows)
             self.filenames = tuple(r[0] for r in rows)
+        self._selected: Dict[Callable[[str], bool], Tuple[Dist, ...]] = {}
+        self._lock = threading.Lock()
 
     def _dist(self, i: int) -> Optional[Dist]:
         d = self._made[i]
@@ -123,7 +126,16 @@ class ProjectPage:
         return d  # type: ignore[no-any-return]
 
     def select(self, keep: Callable[[str], bool]) -> List[Dist]:
-        """The files whose name passes ``keep``, without making the others."""
+        """The files whose name passes ``keep``, without making the others. Remembered
+        per ``keep`` (a resolver's worker threads and its main thread ask for the same
+        page at the same moment); the lock is held for CPU work only, never a wait."""
+        with self._lock:
+            hit = self._selected.get(keep)
+            if hit is None:
+                hit = self._selected[keep] = tuple(self._select(keep))
+        return list(hit)
+
+    def _select(self, keep: Callable[[str], bool]) -> List[Dist]:
         out = []
         for i, fn in enumerate(self.filenames):
             if keep(fn):
