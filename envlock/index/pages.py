@@ -20,14 +20,12 @@ from html.parser import HTMLParser
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urldefrag, urljoin
 
-from packaging.tags import Tag
+from packaging.tags import Tag, parse_tag
 from packaging.utils import (
     BuildTag,
     InvalidSdistFilename,
     InvalidWheelFilename,
     canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
 
@@ -80,14 +78,54 @@ class Dist:
 def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet[Tag], str]]:
     try:
         if fn.endswith(".whl"):
-            name, version, build, tags = parse_wheel_filename(fn)
+            name, version, build, tags = _parse_wheel_filename(fn)
             return str(name), version, build, tags, "wheel"
         if fn.endswith((".tar.gz", ".zip")):
-            name, version = parse_sdist_filename(fn)
-            return str(name), version, (), frozenset(), "sdist"
+            stem = fn[:-7] if fn.endswith(".tar.gz") else fn[:-4]
+            name_part, sep, version_part = stem.rpartition("-")
+            if not sep:
+                return None
+            return _canon(name_part), _version(version_part), (), frozenset(), "sdist"
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
         return None
     return None
+
+
+def _parse_wheel_filename(fn: str) -> Tuple[str, Version, BuildTag, FrozenSet[Tag]]:
+    """``packaging.utils.parse_wheel_filename`` (same rules, same answers: a test holds
+    them equal), with its version and tag parses shared: a release's wheels for many
+    platforms repeat one version string, and a page repeats a few dozen tag strings."""
+    stem = fn[:-4]
+    dashes = stem.count("-")
+    if dashes not in (4, 5):
+        raise InvalidWheelFilename(f"Invalid wheel filename (wrong number of parts): {stem!r}")
+    parts = stem.split("-", dashes - 2)
+    name_part = parts[0]
+    if "__" in name_part or _WHEEL_NAME.match(name_part) is None:
+        raise InvalidWheelFilename(f"Invalid project name: {stem!r}")
+    version = _version(parts[1])
+    build: BuildTag = ()
+    if dashes == 5:
+        m = _BUILD_TAG.match(parts[2])
+        if m is None:
+            raise InvalidWheelFilename(f"Invalid build number: {parts[2]} in {stem!r}")
+        build = (int(m.group(1)), m.group(2))
+    return _canon(name_part), version, build, _tags(parts[-1])
+
+
+_WHEEL_NAME = re.compile(r"^[\w\d._]*$", re.UNICODE)
+_BUILD_TAG = re.compile(r"(\d+)(.*)", re.ASCII)  # as packaging: ASCII digits only
+
+
+@lru_cache(maxsize=1 << 14)
+def _version(text: str) -> Version:
+    """A parsed version, shared (Version is immutable). Raises InvalidVersion."""
+    return Version(text)
+
+
+@lru_cache(maxsize=4096)
+def _tags(text: str) -> FrozenSet[Tag]:
+    return parse_tag(text)
 
 
 class ProjectPage:

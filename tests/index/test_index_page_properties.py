@@ -195,3 +195,51 @@ def test_redact_and_check_url_never_leak_credentials(scheme: str, user: str,
         check_url(url)
     except InputError as exc:
         assert "S3CRET" not in str(exc) and "\n" not in str(exc)
+
+
+def _packaging_parse(fn: str) -> Any:
+    """The reference: what packaging itself makes of a file name (None: not usable)."""
+    from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename,
+                                 parse_sdist_filename, parse_wheel_filename)
+    from packaging.version import InvalidVersion
+
+    try:
+        if fn.endswith(".whl"):
+            name, version, build, tags = parse_wheel_filename(fn)
+            return str(name), version, build, tags, "wheel"
+        if fn.endswith((".tar.gz", ".zip")):
+            name, version = parse_sdist_filename(fn)
+            return str(name), version, (), frozenset(), "sdist"
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+    return None
+
+
+name_parts = st.one_of(st.sampled_from(["demo", "Demo_X", "a.b", "a__b", "x-y", "", "ü", "1"]),
+                       st.text(max_size=8))
+version_parts = st.one_of(st.sampled_from(["1.0", "2.5.1+cu124", "1!0", "3.9b1", "1.0.post1",
+                                           "v1", "1_0", "x", "", "\u0661.0"]),
+                          st.text(max_size=8))
+build_parts = st.sampled_from(["", "-1", "-0x", "-x", "-12abc", "-", "-\u0661"])
+tag_parts = st.one_of(st.sampled_from(["py3-none-any", "cp311-cp311-manylinux_2_17_x86_64."
+                                       "manylinux2014_x86_64", "py2.py3-none-any", "a-b",
+                                       "cp39.cp311-abi3-win_amd64", "--", "x-y-z-w"]),
+                      st.text(max_size=12))
+file_names = st.one_of(
+    nasty,
+    st.text(max_size=40),
+    st.builds(lambda n, v, b, t: f"{n}-{v}{b}-{t}.whl", name_parts, version_parts, build_parts,
+              tag_parts),
+    st.builds(lambda n, v, ext: f"{n}-{v}{ext}", name_parts, version_parts,
+              st.sampled_from([".tar.gz", ".zip", ".tar.bz2", ""])),
+)
+
+
+@SETTINGS
+@given(file_names)
+def test_file_names_parse_as_packaging_parses_them(fn: str) -> None:
+    """envlock parses wheel and sdist names itself (sharing version and tag parses across
+    a page's files, for speed): the answer must be packaging's, for any name."""
+    from envlock.index.pages import _parse_filename
+
+    assert _parse_filename(fn) == _packaging_parse(fn)
