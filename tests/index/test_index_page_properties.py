@@ -243,3 +243,49 @@ def test_file_names_parse_as_packaging_parses_them(fn: str) -> None:
     from envlock.index.pages import _parse_filename
 
     assert _parse_filename(fn) == _packaging_parse(fn)
+
+
+good_names = st.sampled_from(["demo-1.0-py3-none-any.whl", "demo-1.0.tar.gz", "Demo_X-2.0.zip",
+                              "demo-1.0-1-cp311-cp311-manylinux_2_17_x86_64.whl",
+                              "other-1.0-py3-none-any.whl", "demo-notaversion-py3-none-any.whl",
+                              "demo-1.0.tar.bz2"])
+good_files = st.builds(
+    lambda fn, h, rp, y, m, size: {
+        "filename": fn, "url": "https://files.example/packages/ab/cd/" + fn,
+        "hashes": {"sha256": h}, "requires-python": rp, "yanked": y, "core-metadata": m,
+        "size": size, "upload-time": "2024-01-01T00:00:00Z"},
+    good_names, st.sampled_from(["a" * 64, "0123456789abcdef" * 4]),
+    st.sampled_from([None, ">=3.8", ""]), st.sampled_from([False, True, "", "broken"]),
+    st.sampled_from([None, False, True, {"sha256": "b" * 64}]),
+    st.sampled_from([None, 0, 123]))
+#: one field of a good entry replaced by anything a hostile index might send
+pypi_files = st.one_of(
+    good_files,
+    st.builds(lambda f, key, value: {**f, key: value}, good_files,
+              st.sampled_from(["filename", "url", "hashes", "requires-python", "yanked",
+                               "core-metadata", "dist-info-metadata", "size", "upload-time"]),
+              st.one_of(filenames, urls, hash_values,
+                        st.dictionaries(algos, hash_values, max_size=2), json_any)),
+    st.builds(lambda f, key: {k: v for k, v in f.items() if k != key}, good_files,
+              st.sampled_from(["filename", "url", "hashes", "yanked", "core-metadata"])),
+)
+
+
+@SETTINGS
+@given(st.lists(pypi_files, max_size=6))
+def test_the_column_checks_accept_only_what_the_file_by_file_path_accepts(files: Any) -> None:
+    """PEP 691 pages in PyPI's shape are checked column by column (fast); whenever that
+    path accepts a page, the file-by-file path accepts it too and gives the same files."""
+    from envlock.index.pages import MalformedPage, _json_rows, _parse_json_rows
+
+    rows = _json_rows(files)
+    if rows is None:
+        return
+    fast = ProjectPage("demo", INDEX, PAGE_URL, rows=rows)
+    try:
+        slow = _parse_json_rows(files, PAGE_URL, INDEX, "demo")
+    except MalformedPage as exc:  # pragma: no cover - the property's failure
+        raise AssertionError(f"the column checks accepted a page the file-by-file path "
+                             f"refuses: {exc}") from None
+    assert fast.dists == slow.dists
+    _check(fast)
