@@ -14,6 +14,7 @@ import html
 import json
 import re
 import threading
+from itertools import repeat
 from dataclasses import dataclass
 from functools import lru_cache
 from html.parser import HTMLParser
@@ -453,14 +454,12 @@ def _json_rows(files: List[Any]) -> Optional[List[List[Any]]]:
     n = len(rows)
     if not n:
         return rows
-    names = "\n".join([r[0] for r in rows]) + "\n"
-    if names.count("\n") != n or _FILENAME_LINES.fullmatch(names) is None:
+    if not _bare_names([r[0] for r in rows]):
         return None
     links = "\n".join([r[1] for r in rows]) + "\n"
     if "/." in links or _PLAIN_URL_LINES.fullmatch(links) is None:
         return None  # (the pattern has no newline in a link, so the count holds)
-    sums = "\n".join(digests) + "\n"
-    if sums.count("\n") != len(digests) or _SHA256_ONLY_LINES.fullmatch(sums) is None:
+    if not _sha256_digests(digests, empty_ok=False):
         return None
     return rows
 
@@ -533,11 +532,32 @@ def page_to_cache(page: ProjectPage) -> bytes:
                       separators=(",", ":")).encode()
 
 
-#: a cached page's columns, checked in one C call each: file names (the rules of
-#: :func:`_bad_filename`, one per line) and sha256 digests (64 lower-case hex or none)
-_FILENAME_LINES = re.compile(r"(?:(?!\.\.)(?!\.\n)[^/\\\x00-\x1f\x7f]{1,255}\n)*")
-_SHA256_LINES = re.compile(r"(?:(?:[0-9a-f]{64})?\n)*")
-_SHA256_ONLY_LINES = re.compile(r"(?:[0-9a-f]{64}\n)*")
+_HEX_BYTES = b"0123456789abcdef"
+
+
+def _bare_names(names: Sequence[str]) -> bool:
+    """:func:`_bad_filename`'s rules for a whole column at once, in C: joined by "/"
+    (which no bare name holds), the count of "/" shows whether any name held one."""
+    joined = "/".join(names)
+    return (joined.count("/") == len(names) - 1 and "\\" not in joined
+            and _CONTROL.search(joined) is None
+            and min(map(len, names)) >= 1 and max(map(len, names)) <= 255
+            and "/.." not in "/" + joined and "/./" not in "/" + joined + "/")
+
+
+def _sha256_digests(digests: Sequence[str], empty_ok: bool) -> bool:
+    """Every value 64 lower-case hex digits (or empty, when ``empty_ok``), in C."""
+    if not set(map(len, digests)) <= ({0, 64} if empty_ok else {64}):
+        return False
+    try:
+        raw = "".join(digests).encode("ascii")
+    except UnicodeEncodeError:
+        return False
+    return not raw.translate(None, _HEX_BYTES)
+_STR = frozenset({str})
+_STR_OR_NONE = frozenset({str, type(None)})
+_INT_OR_NONE = frozenset({int, type(None)})
+_DICT_OR_NONE = frozenset({dict, type(None)})
 
 
 def page_from_cache(blob: bytes) -> ProjectPage:
@@ -555,26 +575,26 @@ def page_from_cache(blob: bytes) -> ProjectPage:
     # file:// pages (local mirrors) may link file:// URLs: their rows take the row-by-row
     # rules of the network path, which know that
     local = url.split(":", 1)[0].lower() == "file"
-    str_ = str
-    for row in files:
-        f, u, h, rp, y, m, s, t = row  # ValueError / TypeError for another shape
-        if not (f.__class__ is str_ and u.__class__ is str_ and h.__class__ is str_
-                and (rp is None or rp.__class__ is str_) and (y is None or y.__class__ is str_)
-                and (s is None or s.__class__ is int) and (t is None or t.__class__ is str_)):
-            raise TypeError(f"a cached row of {name!r} has a field of the wrong type")
-        if not (local or u.startswith(("https://", "http://"))
-                or u.split(":", 1)[0].lower() in ("http", "https")):
-            raise ValueError(f"{f!r}: a cached link that is not http(s)")
-        if m is not None:
-            if m.__class__ is not dict:
-                raise TypeError(f"{f!r}: cached metadata hashes are not an object")
-            _metadata_hashes(m, f)  # MalformedPage (a ValueError) for a bad digest
     n = len(files)
-    names = "\n".join([r[0] for r in files]) + "\n" if n else ""
-    if names.count("\n") != n or _FILENAME_LINES.fullmatch(names) is None:
+    if n and (set(map(type, files)) != {list} or set(map(len, files)) != {8}):
+        raise TypeError(f"a cached row of {name!r} is not a row")
+    # one column at a time, in C (zip, map, join, one regex): pages hold ~50,000 rows
+    f, u, h, rp, y, m, s, t = zip(*files) if n else ((),) * 8
+    for col, allowed in ((f, _STR), (u, _STR), (h, _STR), (rp, _STR_OR_NONE),
+                         (y, _STR_OR_NONE), (s, _INT_OR_NONE), (t, _STR_OR_NONE),
+                         (m, _DICT_OR_NONE)):
+        if not set(map(type, col)) <= allowed:
+            raise TypeError(f"a cached row of {name!r} has a field of the wrong type")
+    if n and not local and not all(map(str.startswith, u, repeat(("https://", "http://")))):
+        for link in u:  # the rule itself, one link at a time (another spelling, or not)
+            if link.split(":", 1)[0].lower() not in ("http", "https"):
+                raise ValueError(f"a cached link of {name!r} is not http(s)")
+    for hashes in m:
+        if hashes is not None:
+            _metadata_hashes(hashes, name)  # MalformedPage (a ValueError): a bad digest
+    if n and not _bare_names(f):
         raise ValueError(f"a cached file name of {name!r} is not a bare file name")
-    digests = "\n".join([r[2] for r in files]) + "\n" if n else ""
-    if digests.count("\n") != n or _SHA256_LINES.fullmatch(digests) is None:
+    if n and not _sha256_digests(h, empty_ok=True):
         raise ValueError(f"a cached sha256 of {name!r} is not 64 hex digits")
     if local:
         dists = [_dist_from_row(r, index, name, url) for r in files]

@@ -289,3 +289,20 @@ def test_the_column_checks_accept_only_what_the_file_by_file_path_accepts(files:
                              f"refuses: {exc}") from None
     assert fast.dists == slow.dists
     _check(fast)
+
+
+@SETTINGS
+@given(st.lists(st.one_of(filenames, st.sampled_from([".", "..", "a/b", "..x", "x..", "a\\b",
+                                                     "./x", "x/.", "\x7f", "é" * 256])),
+                min_size=1, max_size=6),
+       st.lists(st.one_of(hash_values, st.sampled_from(["", "a" * 64, "A" * 64, "é" * 64])),
+                min_size=1, max_size=6))
+def test_column_checks_are_the_row_checks(names: Any, digests: Any) -> None:
+    """The checks that run on a whole column at once answer as the per-file rules do."""
+    from envlock.index.pages import _bad_filename, _bare_names, _sha256_digests
+
+    assert _bare_names(names) == all(_bad_filename(n) is None for n in names)
+    assert _sha256_digests(digests, empty_ok=False) == \
+        all(valid_digest("sha256", d) and d == d.lower() for d in digests)
+    assert _sha256_digests(digests, empty_ok=True) == \
+        all(d == "" or (valid_digest("sha256", d) and d == d.lower()) for d in digests)
