@@ -149,7 +149,7 @@ class IndexClient:
             raise
         if resp.status == 404:
             return None
-        body_sha = hashlib.sha256(resp.body).hexdigest()
+        body_sha = resp.sha256 or hashlib.sha256(resp.body).hexdigest()
         parsed = self._parsed_cache(url, index, body_sha, name)
         if parsed is not None:
             return parsed

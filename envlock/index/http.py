@@ -37,6 +37,9 @@ class Response:
     body: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
     from_cache: bool = False
+    #: sha256 of ``body`` when the cache already computed it (hashing megabytes of pages
+    #: twice showed in profiles), else None
+    sha256: Optional[str] = None
 
 
 class Transport:
@@ -161,10 +164,12 @@ class Transport:
             fresh = False
         return fresh or self.offline
 
-    def _cache_write(self, url: str, body: bytes, headers: Mapping[str, str]) -> None:
+    def _cache_write(self, url: str, body: bytes, headers: Mapping[str, str]) -> Optional[str]:
+        """Store the response; its body's sha256 (None without a cache)."""
         paths = self._paths(url)
         if paths is None:
-            return
+            return None
+        digest = hashlib.sha256(body).hexdigest()
         meta = {
             "url": redact(url),
             "stored": time.time(),
@@ -172,7 +177,7 @@ class Transport:
             "last_modified": headers.get("Last-Modified") or headers.get("last-modified"),
             "max_age": _max_age(headers),
             "content_type": headers.get("Content-Type") or headers.get("content-type"),
-            "sha256": hashlib.sha256(body).hexdigest(),
+            "sha256": digest,
         }
         try:
             paths[0].parent.mkdir(parents=True, exist_ok=True)
@@ -181,6 +186,7 @@ class Transport:
             atomic_write_bytes(paths[1], json.dumps(meta).encode(), durable=False)
         except (OSError, InputError):
             pass  # the cache is an optimisation: a read-only cache directory is fine
+        return digest
 
     # -- requests --------------------------------------------------------------------
     def get(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
@@ -195,7 +201,7 @@ class Transport:
             if self._is_fresh(meta, immutable):
                 self.stats["cache_hits"] += 1
                 return Response(url, 200, body, {"Content-Type": meta.get("content_type") or ""},
-                                from_cache=True)
+                                from_cache=True, sha256=meta["sha256"])
         if self.offline:
             raise OfflineError(f"{redact(url)} is not in the cache and --offline forbids "
                                f"the network",
@@ -215,11 +221,11 @@ class Transport:
                 self._cache_write(url, body, {**resp.headers,
                                               "Content-Type": meta.get("content_type") or ""})
             return Response(url, 200, body, {"Content-Type": meta.get("content_type") or ""},
-                            from_cache=True)
+                            from_cache=True, sha256=meta["sha256"])
         if resp.status >= 400:
             raise IndexError_(f"{redact(url)} answered HTTP {resp.status}")
         if cache:
-            self._cache_write(url, resp.body, resp.headers)
+            resp.sha256 = self._cache_write(url, resp.body, resp.headers)
         return resp
 
     def get_range(self, url: str, start: Optional[int], end: Optional[int]) -> Response:

@@ -162,7 +162,7 @@ class ProjectPage:
         if d is _UNMADE:
             assert self._rows is not None
             d = self._made[i] = _dist_from_row(self._rows[i], self.index, self.name, self.url)
-        return d  # type: ignore[no-any-return]
+        return d
 
     def select(self, keep: Callable[[str], bool]) -> List[Dist]:
         """The files whose name passes ``keep``, without making the others. Remembered

@@ -221,8 +221,9 @@ version_parts = st.one_of(st.sampled_from(["1.0", "2.5.1+cu124", "1!0", "3.9b1",
                                            "v1", "1_0", "x", "", "\u0661.0"]),
                           st.text(max_size=8))
 build_parts = st.sampled_from(["", "-1", "-0x", "-x", "-12abc", "-", "-\u0661"])
-tag_parts = st.one_of(st.sampled_from(["py3-none-any", "cp311-cp311-manylinux_2_17_x86_64."
-                                       "manylinux2014_x86_64", "py2.py3-none-any", "a-b",
+tag_parts = st.one_of(st.sampled_from(["py3-none-any",
+                                       "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64",
+                                       "py2.py3-none-any", "a-b",
                                        "cp39.cp311-abi3-win_amd64", "--", "x-y-z-w"]),
                       st.text(max_size=12))
 file_names = st.one_of(
