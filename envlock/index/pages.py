@@ -457,8 +457,8 @@ def _json_rows(files: List[Any]) -> Optional[List[List[Any]]]:
     if not _bare_names([r[0] for r in rows]):
         return None
     links = "\n".join([r[1] for r in rows]) + "\n"
-    if "/." in links or _PLAIN_URL_LINES.fullmatch(links) is None:
-        return None  # (the pattern has no newline in a link, so the count holds)
+    if links.count("\n") != n or "/." in links or _PLAIN_URL_LINES.fullmatch(links) is None:
+        return None  # (a link with a line break in it: urljoin would drop the break)
     if not _sha256_digests(digests, empty_ok=False):
         return None
     return rows

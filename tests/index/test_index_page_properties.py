@@ -266,6 +266,9 @@ pypi_files = st.one_of(
               st.sampled_from(["filename", "url", "hashes", "requires-python", "yanked",
                                "core-metadata", "dist-info-metadata", "size", "upload-time"]),
               st.one_of(filenames, urls, hash_values,
+                        st.sampled_from(["https://files.example/a\nhttps://files.example/b",
+                                         "https://files.example/a\tb", "HTTPS://files.example/a",
+                                         "https://files.example/./a"]),
                         st.dictionaries(algos, hash_values, max_size=2), json_any)),
     st.builds(lambda f, key: {k: v for k, v in f.items() if k != key}, good_files,
               st.sampled_from(["filename", "url", "hashes", "yanked", "core-metadata"])),
@@ -307,3 +310,15 @@ def test_column_checks_are_the_row_checks(names: Any, digests: Any) -> None:
         all(valid_digest("sha256", d) and d == d.lower() for d in digests)
     assert _sha256_digests(digests, empty_ok=True) == \
         all(d == "" or (valid_digest("sha256", d) and d == d.lower()) for d in digests)
+
+
+def test_a_link_with_a_line_break_is_read_as_urljoin_reads_it() -> None:
+    """Links are checked joined by line breaks: one holding a break must not pass as two
+    good lines (urljoin drops the break; the page must say what urljoin says)."""
+    from envlock.index.pages import parse_json
+
+    entry = {"filename": "demo-1.0-py3-none-any.whl",
+             "url": "https://files.example/a\nhttps://files.example/b",
+             "hashes": {"sha256": "a" * 64}}
+    page = parse_json({"files": [entry]}, PAGE_URL, INDEX, "demo")
+    assert [d.url for d in page.dists] == ["https://files.example/ahttps://files.example/b"]
