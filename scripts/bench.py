@@ -9,7 +9,7 @@ Figures (median of N whole runs unless noted):
 
 * matrix: load + validate + index of compat-matrix/ in-process, cold (parse TOML) and warm
   (the validated cache) -- target under 50 ms;
-* offline: ``envlock resolve --gpu H100 --offline`` as a whole process, GPU core from the
+* offline: ``envlock resolve --gpu 'H100 SXM' --offline`` as a whole process, GPU core from the
   matrix (empty HTTP cache) -- target under 200 ms;
 * verify/snapshot: whole process, next to ``python -m torch.utils.collect_env`` -- target
   at most 1/10 of it;
@@ -115,9 +115,9 @@ def bench_offline(n: int) -> None:
         subprocess.run([*envlock_cmd(), "matrix", "gpu", "H100"], env=env,
                        stdout=subprocess.DEVNULL)  # warm the matrix cache only
         out = Path(d) / "envlock.lock"
-        t = timed([*envlock_cmd(), "resolve", "--gpu", "H100", "--offline", "-o", str(out)],
+        t = timed([*envlock_cmd(), "resolve", "--gpu", "H100 SXM", "--offline", "-o", str(out)],
                   env=env, n=n)
-    row("resolve --gpu H100 --offline (process)", ms(t), target="< 200 ms",
+    row("resolve --gpu 'H100 SXM' --offline (process)", ms(t), target="< 200 ms",
         verdict="ok" if t < 0.2 else "over")
 
 
@@ -174,8 +174,12 @@ def timed_cpu(cmd: Sequence[str], env: Optional[Dict[str, str]] = None, n: int =
             setup()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        subprocess.run(list(cmd), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.run(list(cmd), env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
         walls.append(time.perf_counter() - t)
+        if p.returncode != 0:  # timing a failure would report a meaningless ratio
+            last = p.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+            raise RuntimeError(f"{Path(cmd[0]).name} exit {p.returncode}: {last[0][:80]}")
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
     return statistics.median(walls), statistics.median(cpus)
@@ -209,7 +213,7 @@ def bench_closure(n: int) -> None:
             req.write_text("\n".join([f"torch=={torch}", *more]) + "\n")
             ecache, ucache = Path(d) / "envlock-cache", Path(d) / "uv-cache"
             env = env_with(ENVLOCK_CACHE_DIR=str(ecache), PIP_CONFIG_FILE=os.devnull)
-            ours = [*envlock_cmd(), "resolve", "--gpu", "H100", "--torch", f"=={torch}",
+            ours = [*envlock_cmd(), "resolve", "--gpu", "H100 SXM", "--torch", f"=={torch}",
                     "--python", "3.11", "--platform", "linux_x86_64",
                     "--index-url", "https://pypi.org/simple", "-o", str(Path(d) / "o.lock"),
                     *more]
@@ -229,10 +233,15 @@ def bench_closure(n: int) -> None:
 
             # interleaved, one run of each per round: on a shared, loaded machine both
             # tools then meet the same load
-            (oc, occpu), (tc, tccpu) = _paired(ours, theirs, env, n, clear_ours, clear_theirs)
-            subprocess.run(ours, env=env, stdout=subprocess.DEVNULL)
-            subprocess.run(theirs, env=env, stdout=subprocess.DEVNULL)
-            (ow, owcpu), (tw, twcpu) = _paired(ours, theirs, env, n, None, None)
+            try:
+                (oc, occpu), (tc, tccpu) = _paired(ours, theirs, env, n, clear_ours,
+                                                   clear_theirs)
+                subprocess.run(ours, env=env, stdout=subprocess.DEVNULL)
+                subprocess.run(theirs, env=env, stdout=subprocess.DEVNULL)
+                (ow, owcpu), (tw, twcpu) = _paired(ours, theirs, env, n, None, None)
+            except RuntimeError as exc:
+                row(f"{label}", "failed", str(exc)[:60])
+                continue
             pins_ok = _same_pins(Path(d) / "o.lock", Path(d) / "uv.txt")
         row(f"{label}, cold", ms(oc), f"uv {ms(tc)}", f"{oc / tc:.2f}x", "<= 1.5x uv",
             "ok" if oc / tc <= 1.5 else "over")

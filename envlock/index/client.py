@@ -75,10 +75,9 @@ class IndexClient:
         self._meta: Dict[Tuple[str, str, str], "Future[Metadata]"] = {}
         # builds are CPU- and disk-heavy: one at a time
         self._build_lock = threading.Lock()
-        if not offline:
-            # importing requests and building the TLS context take a few hundred ms:
-            # overlap them with the caller's own start-up instead of the first request
-            self._submit(self.transport._get_session)
+        # No session is made up front: importing requests and building a TLS context cost
+        # a few hundred ms of CPU, and a warm run (every page fresh in the cache) never
+        # opens a connection. The first request makes it.
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "IndexClient":
@@ -133,6 +132,13 @@ class IndexClient:
 
     def _fetch_page(self, index: str, name: str) -> Optional[ProjectPage]:
         url = self.page_url(index, name)
+        digest = self.transport.fresh_digest(url)
+        if digest is not None:
+            # a fresh page parsed before: neither its body nor its HTML/JSON is read again
+            parsed = self._parsed_cache(url, index, digest, name)
+            if parsed is not None:
+                self.transport.stats["cache_hits"] += 1
+                return parsed
         try:
             resp = self.transport.get(url, headers={"Accept": _ACCEPT})
         except OfflineError:
@@ -143,35 +149,42 @@ class IndexClient:
             raise
         if resp.status == 404:
             return None
-        parsed = self._parsed_cache(url, index, resp.body)
+        body_sha = resp.sha256 or hashlib.sha256(resp.body).hexdigest()
+        parsed = self._parsed_cache(url, index, body_sha, name)
         if parsed is not None:
             return parsed
         page = parse_page(resp.body, resp.headers.get("Content-Type") or "", url, index, name)
-        self._store_parsed(url, index, resp.body, page)
+        self._store_parsed(url, index, body_sha, page)
         return page
 
-    def _parsed_path(self, url: str, index: str, body: bytes) -> Optional[Path]:
-        """Parsed pages are keyed by where the page came from as well as by its bytes: the
-        same bytes from another index resolve to other URLs and belong to that index."""
+    def _parsed_path(self, url: str, index: str, body_sha: str) -> Optional[Path]:
+        """Parsed pages are keyed by where the page came from as well as by its bytes
+        (their sha256): the same bytes from another index resolve to other URLs and belong
+        to that index."""
         if self.cache_dir is None:
             return None
-        key = _digest(redact(index), redact(url), hashlib.sha256(body).hexdigest())
+        key = _digest(redact(index), redact(url), body_sha)
         return self.cache_dir / "pages" / (key[:32] + ".json")
 
-    def _parsed_cache(self, url: str, index: str, body: bytes) -> Optional[ProjectPage]:
-        p = self._parsed_path(url, index, body)
+    def _parsed_cache(self, url: str, index: str, body_sha: str,
+                      name: str) -> Optional[ProjectPage]:
+        """The parsed page kept for these bytes, or None. The entry is checked row by row
+        (:func:`page_from_cache`) and must name this index, URL and project: anyone who
+        can write the cache directory can compute the key."""
+        p = self._parsed_path(url, index, body_sha)
         if p is None:
             return None
         try:
             page = page_from_cache(p.read_bytes())
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        if page.index != redact(index) or page.url != redact(url):
+        if (page.index != redact(index) or page.url != redact(url)
+                or page.name != canonicalize_name(name)):
             return None
         return page
 
-    def _store_parsed(self, url: str, index: str, body: bytes, page: ProjectPage) -> None:
-        p = self._parsed_path(url, index, body)
+    def _store_parsed(self, url: str, index: str, body_sha: str, page: ProjectPage) -> None:
+        p = self._parsed_path(url, index, body_sha)
         if p is None:
             return
         try:

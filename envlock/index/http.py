@@ -37,6 +37,9 @@ class Response:
     body: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
     from_cache: bool = False
+    #: sha256 of ``body`` when the cache already computed it (hashing megabytes of pages
+    #: twice showed in profiles), else None
+    sha256: Optional[str] = None
 
 
 class Transport:
@@ -129,10 +132,44 @@ class Transport:
             return None  # torn or tampered entry
         return body, meta
 
-    def _cache_write(self, url: str, body: bytes, headers: Mapping[str, str]) -> None:
+    def fresh_digest(self, url: str) -> Optional[str]:
+        """The sha256 of the cached body of ``url`` when :meth:`get` would serve it from
+        the cache without asking the server (fresh, or ``offline``), else None. Reads the
+        small entry only: a caller that keeps what it derived from the body under this
+        digest need not read (and hash) the body again."""
+        paths = self._paths(url)
+        if paths is None or url.startswith("file:"):
+            return None
+        try:
+            meta = json.loads(paths[1].read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or not self._is_fresh(meta, False):
+            return None
+        digest = meta.get("sha256")
+        return digest if isinstance(digest, str) and len(digest) == 64 else None
+
+    def _is_fresh(self, meta: Mapping[str, Any], immutable: bool) -> bool:
+        try:
+            age = time.time() - float(meta.get("stored", 0))
+        except (TypeError, ValueError):
+            return False
+        max_age = meta.get("max_age")
+        if max_age is None and not meta.get("etag") and not meta.get("last_modified"):
+            max_age = self.default_ttl  # the server gave no caching information at all
+        try:
+            fresh = immutable or (not self.refresh and max_age is not None
+                                  and age < float(max_age))
+        except (TypeError, ValueError):
+            fresh = False
+        return fresh or self.offline
+
+    def _cache_write(self, url: str, body: bytes, headers: Mapping[str, str]) -> Optional[str]:
+        """Store the response; its body's sha256 (None without a cache)."""
         paths = self._paths(url)
         if paths is None:
-            return
+            return None
+        digest = hashlib.sha256(body).hexdigest()
         meta = {
             "url": redact(url),
             "stored": time.time(),
@@ -140,7 +177,7 @@ class Transport:
             "last_modified": headers.get("Last-Modified") or headers.get("last-modified"),
             "max_age": _max_age(headers),
             "content_type": headers.get("Content-Type") or headers.get("content-type"),
-            "sha256": hashlib.sha256(body).hexdigest(),
+            "sha256": digest,
         }
         try:
             paths[0].parent.mkdir(parents=True, exist_ok=True)
@@ -149,6 +186,7 @@ class Transport:
             atomic_write_bytes(paths[1], json.dumps(meta).encode(), durable=False)
         except (OSError, InputError):
             pass  # the cache is an optimisation: a read-only cache directory is fine
+        return digest
 
     # -- requests --------------------------------------------------------------------
     def get(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
@@ -160,15 +198,10 @@ class Transport:
         cached = self._cache_read(url) if cache else None
         if cached is not None:
             body, meta = cached
-            age = time.time() - float(meta.get("stored", 0))
-            max_age = meta.get("max_age")
-            if max_age is None and not meta.get("etag") and not meta.get("last_modified"):
-                max_age = self.default_ttl  # the server gave no caching information at all
-            fresh = immutable or (not self.refresh and max_age is not None and age < max_age)
-            if fresh or self.offline:
+            if self._is_fresh(meta, immutable):
                 self.stats["cache_hits"] += 1
                 return Response(url, 200, body, {"Content-Type": meta.get("content_type") or ""},
-                                from_cache=True)
+                                from_cache=True, sha256=meta["sha256"])
         if self.offline:
             raise OfflineError(f"{redact(url)} is not in the cache and --offline forbids "
                                f"the network",
@@ -188,11 +221,11 @@ class Transport:
                 self._cache_write(url, body, {**resp.headers,
                                               "Content-Type": meta.get("content_type") or ""})
             return Response(url, 200, body, {"Content-Type": meta.get("content_type") or ""},
-                            from_cache=True)
+                            from_cache=True, sha256=meta["sha256"])
         if resp.status >= 400:
             raise IndexError_(f"{redact(url)} answered HTTP {resp.status}")
         if cache:
-            self._cache_write(url, resp.body, resp.headers)
+            resp.sha256 = self._cache_write(url, resp.body, resp.headers)
         return resp
 
     def get_range(self, url: str, start: Optional[int], end: Optional[int]) -> Response:

@@ -13,20 +13,20 @@ from __future__ import annotations
 import html
 import json
 import re
+import threading
+from itertools import repeat
 from dataclasses import dataclass
 from functools import lru_cache
 from html.parser import HTMLParser
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urldefrag, urljoin
 
-from packaging.tags import Tag
+from packaging.tags import Tag, parse_tag
 from packaging.utils import (
     BuildTag,
     InvalidSdistFilename,
     InvalidWheelFilename,
     canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
 
@@ -79,22 +79,124 @@ class Dist:
 def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet[Tag], str]]:
     try:
         if fn.endswith(".whl"):
-            name, version, build, tags = parse_wheel_filename(fn)
+            name, version, build, tags = _parse_wheel_filename(fn)
             return str(name), version, build, tags, "wheel"
         if fn.endswith((".tar.gz", ".zip")):
-            name, version = parse_sdist_filename(fn)
-            return str(name), version, (), frozenset(), "sdist"
+            stem = fn[:-7] if fn.endswith(".tar.gz") else fn[:-4]
+            name_part, sep, version_part = stem.rpartition("-")
+            if not sep:
+                return None
+            return _canon(name_part), _version(version_part), (), frozenset(), "sdist"
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
         return None
     return None
 
 
-@dataclass(frozen=True)
+def _parse_wheel_filename(fn: str) -> Tuple[str, Version, BuildTag, FrozenSet[Tag]]:
+    """``packaging.utils.parse_wheel_filename`` (same rules, same answers: a test holds
+    them equal), with its version and tag parses shared: a release's wheels for many
+    platforms repeat one version string, and a page repeats a few dozen tag strings."""
+    stem = fn[:-4]
+    dashes = stem.count("-")
+    if dashes not in (4, 5):
+        raise InvalidWheelFilename(f"Invalid wheel filename (wrong number of parts): {stem!r}")
+    parts = stem.split("-", dashes - 2)
+    name_part = parts[0]
+    if "__" in name_part or _WHEEL_NAME.match(name_part) is None:
+        raise InvalidWheelFilename(f"Invalid project name: {stem!r}")
+    version = _version(parts[1])
+    build: BuildTag = ()
+    if dashes == 5:
+        m = _BUILD_TAG.match(parts[2])
+        if m is None:
+            raise InvalidWheelFilename(f"Invalid build number: {parts[2]} in {stem!r}")
+        build = (int(m.group(1)), m.group(2))
+    return _canon(name_part), version, build, _tags(parts[-1])
+
+
+_WHEEL_NAME = re.compile(r"^[\w\d._]*$", re.UNICODE)
+_BUILD_TAG = re.compile(r"(\d+)(.*)", re.ASCII)  # as packaging: ASCII digits only
+
+
+@lru_cache(maxsize=1 << 14)
+def _version(text: str) -> Version:
+    """A parsed version, shared (Version is immutable). Raises InvalidVersion."""
+    return Version(text)
+
+
+@lru_cache(maxsize=4096)
+def _tags(text: str) -> FrozenSet[Tag]:
+    return parse_tag(text)
+
+
 class ProjectPage:
-    name: str
-    index: str
-    url: str
-    dists: Tuple[Dist, ...]
+    """A project's files on one index, in page order.
+
+    A page from the parsed-page cache keeps its rows as plain data and makes a
+    :class:`Dist` of a row only when asked (:meth:`select`): a page such as
+    pydantic-core's lists ~15,000 files, and a target can use a few dozen of them, so
+    building every one was most of a warm resolve. Every row is checked when the page is
+    loaded (:func:`page_from_cache`); what waits is only the object.
+    """
+
+    __slots__ = ("name", "index", "url", "filenames", "_rows", "_made", "_selected", "_lock")
+
+    def __init__(self, name: str, index: str, url: str, dists: Sequence[Dist] = (),
+                 *, rows: Optional[Sequence[Sequence[Any]]] = None) -> None:
+        self.name = name
+        self.index = index
+        self.url = url
+        #: the rows of a cached page (checked), made into Dists on first use
+        self._rows = rows
+        if rows is None:
+            self._made: List[Any] = list(dists)
+            self.filenames: Tuple[str, ...] = tuple(d.filename for d in dists)
+        else:
+            self._made = [_UNMADE] * len(rows)
+            self.filenames = tuple(r[0] for r in rows)
+        self._selected: Dict[Callable[[str], bool], Tuple[Dist, ...]] = {}
+        self._lock = threading.Lock()
+
+    def _dist(self, i: int) -> Optional[Dist]:
+        d = self._made[i]
+        if d is _UNMADE:
+            assert self._rows is not None
+            d = self._made[i] = _dist_from_row(self._rows[i], self.index, self.name, self.url)
+        return d
+
+    def select(self, keep: Callable[[str], bool]) -> List[Dist]:
+        """The files whose name passes ``keep``, without making the others. Remembered
+        per ``keep`` (a resolver's worker threads and its main thread ask for the same
+        page at the same moment); the lock is held for CPU work only, never a wait."""
+        with self._lock:
+            hit = self._selected.get(keep)
+            if hit is None:
+                hit = self._selected[keep] = tuple(self._select(keep))
+        return list(hit)
+
+    def _select(self, keep: Callable[[str], bool]) -> List[Dist]:
+        out = []
+        for i, fn in enumerate(self.filenames):
+            if keep(fn):
+                d = self._dist(i)
+                if d is not None:
+                    out.append(d)
+        return out
+
+    @property
+    def dists(self) -> Tuple[Dist, ...]:
+        """Every usable file (files of other projects are left out)."""
+        return tuple(self.select(_everything))
+
+    def __repr__(self) -> str:
+        return f"ProjectPage({self.name!r}, {self.index!r}, {len(self.filenames)} files)"
+
+
+_UNMADE = object()
+
+
+def _everything(_filename: str) -> bool:
+    return True
 
 
 #: hex digits per algorithm: a digest of any other shape is not a digest
@@ -283,6 +385,87 @@ def parse_json(data: Any, page_url: str, index: str, project: str) -> ProjectPag
     files = data.get("files", [])
     if not isinstance(files, list):
         raise MalformedPage("'files' is not a list")
+    fast = _json_rows(files)
+    if fast is not None:
+        return ProjectPage(canonicalize_name(project), index, page_url, rows=fast)
+    return _parse_json_rows(files, page_url, index, project)
+
+
+#: absolute plain http(s) links without a fragment or dot segment, one per line
+_PLAIN_URL_LINES = re.compile(r"(?:https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?/"
+                              r"[A-Za-z0-9._~/%+=,@-]*\n)*")
+
+
+def _json_rows(files: List[Any]) -> Optional[List[List[Any]]]:
+    """The rows of a PEP 691 file list in the common shape (PyPI's), checked column by
+    column in a few C calls, or None when any file is in another shape: then the
+    file-by-file path (:func:`_parse_json_rows`) decides, and names what is wrong.
+
+    What passes here is exactly what that path would accept unchanged: a bare file name,
+    an absolute plain http(s) link (no fragment, no dot segment, so ``urljoin`` would
+    return it as it is), a ``sha256`` of 64 lower-case hex digits as the only hash, and
+    plain values for the other fields. A :class:`Dist` is made of a row only when it is
+    used (:class:`ProjectPage`), through the same checks again.
+    """
+    rows: List[List[Any]] = []
+    add = rows.append
+    digests: List[str] = []
+    str_ = str
+    for f in files:
+        if f.__class__ is not dict:
+            return None
+        filename = f.get("filename")
+        href = f.get("url")
+        hashes = f.get("hashes")
+        if filename.__class__ is not str_ or href.__class__ is not str_ \
+                or hashes.__class__ is not dict or len(hashes) != 1:
+            return None
+        sha = hashes.get("sha256")
+        if sha.__class__ is not str_:
+            return None
+        yanked = f.get("yanked", False)
+        if yanked is False:
+            y = None
+        elif yanked is True:
+            y = ""
+        elif yanked.__class__ is str_:
+            y = yanked or None
+        else:
+            return None
+        meta = f.get("core-metadata", f.get("dist-info-metadata"))
+        if meta is None or meta is False:
+            m = None
+        elif meta is True:
+            m = {}
+        elif meta.__class__ is dict and len(meta) == 1 and \
+                meta.get("sha256").__class__ is str_:
+            m = meta
+            digests.append(meta["sha256"])
+        else:
+            return None
+        rp = f.get("requires-python")
+        size = f.get("size")
+        upload = f.get("upload-time")
+        if not ((rp is None or rp.__class__ is str_) and (upload is None or upload.__class__ is str_)
+                and (size is None or (size.__class__ is int and size >= 0))):
+            return None
+        digests.append(sha)
+        add([filename, href, sha, rp or None, y, m, size, upload])
+    n = len(rows)
+    if not n:
+        return rows
+    if not _bare_names([r[0] for r in rows]):
+        return None
+    links = "\n".join([r[1] for r in rows]) + "\n"
+    if links.count("\n") != n or "/." in links or _PLAIN_URL_LINES.fullmatch(links) is None:
+        return None  # (a link with a line break in it: urljoin would drop the break)
+    if not _sha256_digests(digests, empty_ok=False):
+        return None
+    return rows
+
+
+def _parse_json_rows(files: List[Any], page_url: str, index: str,
+                     project: str) -> ProjectPage:
     dists: List[Dist] = []
     for i, f in enumerate(files):
         where = f"files[{i}]"
@@ -335,26 +518,97 @@ def page_to_cache(page: ProjectPage) -> bytes:
     adds them back per host, and the cache must never hold secrets."""
     from envlock.index.config import redact
 
-    rows = [[d.filename, redact(d.url), d.hashes.get("sha256", ""), d.requires_python, d.yanked,
-             None if d.metadata is None else dict(d.metadata), d.size, d.upload_time]
-            for d in page.dists]
+    if page._rows is not None:
+        # rows already checked and in this shape (from :func:`_json_rows`, whose links
+        # cannot carry credentials, or from this cache, written redacted)
+        rows: List[Any] = list(page._rows)
+    else:
+        rows = [[d.filename, redact(d.url), d.hashes.get("sha256", ""), d.requires_python,
+                 d.yanked, None if d.metadata is None else dict(d.metadata), d.size,
+                 d.upload_time]
+                for d in page.dists]
     return json.dumps({"name": page.name, "index": redact(page.index),
                        "url": redact(page.url), "files": rows},
                       separators=(",", ":")).encode()
 
 
+_HEX_BYTES = b"0123456789abcdef"
+
+
+def _bare_names(names: Sequence[str]) -> bool:
+    """:func:`_bad_filename`'s rules for a whole column at once, in C: joined by "/"
+    (which no bare name holds), the count of "/" shows whether any name held one."""
+    joined = "/".join(names)
+    return (joined.count("/") == len(names) - 1 and "\\" not in joined
+            and _CONTROL.search(joined) is None
+            and min(map(len, names)) >= 1 and max(map(len, names)) <= 255
+            and "/.." not in "/" + joined and "/./" not in "/" + joined + "/")
+
+
+def _sha256_digests(digests: Sequence[str], empty_ok: bool) -> bool:
+    """Every value 64 lower-case hex digits (or empty, when ``empty_ok``), in C."""
+    if not set(map(len, digests)) <= ({0, 64} if empty_ok else {64}):
+        return False
+    try:
+        raw = "".join(digests).encode("ascii")
+    except UnicodeEncodeError:
+        return False
+    return not raw.translate(None, _HEX_BYTES)
+_STR = frozenset({str})
+_STR_OR_NONE = frozenset({str, type(None)})
+_INT_OR_NONE = frozenset({int, type(None)})
+_DICT_OR_NONE = frozenset({dict, type(None)})
+
+
 def page_from_cache(blob: bytes) -> ProjectPage:
     """A page from :func:`page_to_cache`, checked like a page from the network (the cache
-    directory may be shared or planted). Raises ValueError, KeyError or TypeError."""
+    directory may be shared or planted): every row's file name, link scheme, digests and
+    field types are checked here, column by column, and any row that fails rejects the
+    whole entry (the caller parses the page again). Making each file's :class:`Dist`
+    waits until it is used. Raises ValueError, KeyError or TypeError."""
     data = json.loads(blob)
-    index = data["index"]
-    dists = []
-    for f, u, h, rp, y, m, s, t in data["files"]:
-        d = _make_dist(f, u, index, data["name"], data["url"],
-                       hashes=_clean_hashes({"sha256": h}, f) if h else {},
-                       requires_python=rp, yanked=y,
-                       metadata=None if m is None else _metadata_hashes(m, f),
-                       size=s, upload_time=t)
-        if d is not None:
-            dists.append(d)
-    return ProjectPage(name=data["name"], index=index, url=data["url"], dists=tuple(dists))
+    index, name, url = data["index"], data["name"], data["url"]
+    files = data["files"]
+    if not (isinstance(index, str) and isinstance(name, str) and isinstance(url, str)
+            and isinstance(files, list)):
+        raise TypeError("not a cached page")
+    # file:// pages (local mirrors) may link file:// URLs: their rows take the row-by-row
+    # rules of the network path, which know that
+    local = url.split(":", 1)[0].lower() == "file"
+    n = len(files)
+    if n and (set(map(type, files)) != {list} or set(map(len, files)) != {8}):
+        raise TypeError(f"a cached row of {name!r} is not a row")
+    # one column at a time, in C (zip, map, join, one regex): pages hold ~50,000 rows
+    f, u, h, rp, y, m, s, t = zip(*files) if n else ((),) * 8
+    for col, allowed in ((f, _STR), (u, _STR), (h, _STR), (rp, _STR_OR_NONE),
+                         (y, _STR_OR_NONE), (s, _INT_OR_NONE), (t, _STR_OR_NONE),
+                         (m, _DICT_OR_NONE)):
+        if not set(map(type, col)) <= allowed:
+            raise TypeError(f"a cached row of {name!r} has a field of the wrong type")
+    if n and not local and not all(map(str.startswith, u, repeat(("https://", "http://")))):
+        for link in u:  # the rule itself, one link at a time (another spelling, or not)
+            if link.split(":", 1)[0].lower() not in ("http", "https"):
+                raise ValueError(f"a cached link of {name!r} is not http(s)")
+    for hashes in m:
+        if hashes is not None:
+            _metadata_hashes(hashes, name)  # MalformedPage (a ValueError): a bad digest
+    if n and not _bare_names(f):
+        raise ValueError(f"a cached file name of {name!r} is not a bare file name")
+    if n and not _sha256_digests(h, empty_ok=True):
+        raise ValueError(f"a cached sha256 of {name!r} is not 64 hex digits")
+    if local:
+        dists = [_dist_from_row(r, index, name, url) for r in files]
+        return ProjectPage(name, index, url, [d for d in dists if d is not None])
+    return ProjectPage(name, index, url, rows=files)
+
+
+def _dist_from_row(row: Sequence[Any], index: str, project: str,
+                   page_url: str) -> Optional[Dist]:
+    """A cached row as a :class:`Dist` (None: not ``project``'s wheel or sdist), through
+    the same checks as a file from the network."""
+    f, u, h, rp, y, m, s, t = row
+    return _make_dist(f, u, index, project, page_url,
+                      hashes=_clean_hashes({"sha256": h}, f) if h else {},
+                      requires_python=rp, yanked=y,
+                      metadata=None if m is None else _metadata_hashes(m, f),
+                      size=s, upload_time=t)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 from envlock.errors import IndexError_
 
@@ -29,8 +28,10 @@ _TAIL = 64 * 1024 + 22
 Fetch = Callable[[Optional[int], Optional[int]], Tuple[bytes, Optional[int]]]
 
 
-@dataclass(frozen=True)
-class ZipEntry:
+class ZipEntry(NamedTuple):
+    """One member of the central directory (a named tuple: a wheel such as torch's lists
+    ~15,000 members, and a frozen dataclass per member cost more than the read)."""
+
     name: str
     method: int
     compressed_size: int
@@ -120,15 +121,19 @@ class RemoteZip:
                           f"{entry.name}")
 
 
+_CD_RECORD = struct.Struct("<6xH8xIIHHH8xI")
+
+
 def _parse_cd(cd: bytes, label: str) -> Dict[str, ZipEntry]:
     entries: Dict[str, ZipEntry] = {}
     pos = 0
-    while pos + 46 <= len(cd) and cd[pos:pos + 4] == _CDH:
-        (method, csize, usize, n_len, x_len, c_len, offset) = struct.unpack(
-            "<6xH8xIIHHH8xI", cd[pos + 4:pos + 46])
+    end = len(cd)
+    unpack = _CD_RECORD.unpack_from
+    while pos + 46 <= end and cd.startswith(_CDH, pos):
+        (method, csize, usize, n_len, x_len, c_len, offset) = unpack(cd, pos + 4)
         name = cd[pos + 46:pos + 46 + n_len].decode("utf-8", "replace")
-        extra = cd[pos + 46 + n_len:pos + 46 + n_len + x_len]
-        if 0xFFFFFFFF in (csize, usize, offset):
+        if csize == 0xFFFFFFFF or usize == 0xFFFFFFFF or offset == 0xFFFFFFFF:
+            extra = cd[pos + 46 + n_len:pos + 46 + n_len + x_len]
             usize, csize, offset = _zip64_extra(extra, usize, csize, offset)
         entries[name] = ZipEntry(name, method, csize, usize, offset)
         pos += 46 + n_len + x_len + c_len

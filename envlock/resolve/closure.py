@@ -129,6 +129,7 @@ class Finder:
         self._tag_parts = (frozenset(t.interpreter for t in self.tag_rank),
                            frozenset(t.platform for t in self.tag_rank))
         self._matching: Dict[Tuple[str, str], List[Cand]] = {}
+        self._fits: Dict[str, bool] = {}
         self.python = Version(f"{target.python.rstrip('t')}.0")
         self.env = target.markers
         self.allowed = {canonicalize_name(k): v for k, v in (allowed_versions or {}).items()}
@@ -155,13 +156,32 @@ class Finder:
                     fut.add_done_callback(on_pending)
                 return None
             page = fut.result()
-            if page is not None and page.dists:
-                return ix, list(page.dists)
+            if page is not None and page.filenames:
+                # wheels for other platforms or Pythons are left out by their file name
+                # before anything else is made of them (most of a big page)
+                return ix, page.select(self._may_fit)
         if not strict:
             fl = self.client.find_links_dists(name)
             if fl:
                 return fl[0].index, fl
         return (indexes[0] if indexes else ""), []
+
+    def _may_fit(self, filename: str) -> bool:
+        """False for a wheel whose tag triple no target tag matches (memoised by the
+        triple: a page repeats a few dozen of them over thousands of files)."""
+        if not filename.endswith(".whl"):
+            return True
+        end = filename.rfind("-")
+        end = filename.rfind("-", 0, end)
+        start = filename.rfind("-", 0, end)
+        if start < 0:
+            return True  # malformed: the full parse judges it
+        key = filename[start:]  # "-py-abi-platform.whl"
+        fits = self._fits.get(key)
+        if fits is None:
+            fits = self._fits[key] = _fast_rank(filename, self.tag_rank_str,
+                                                self._tag_parts) is not None
+        return fits
 
     def candidates(self, name: str, block: bool = True,
                    on_pending: Optional[Any] = None) -> Optional[List[Cand]]:

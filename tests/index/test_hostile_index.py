@@ -278,3 +278,87 @@ def test_an_unreadable_wheel_is_an_index_error(server: IndexServer, tmp_path: Pa
         d = c.page(server.url("pypi"), "demo").dists[0]
         with pytest.raises(IndexError_, match=f"^{WHEEL}: "):
             c.metadata(d)
+
+
+def _plant_wrong_sha(data: dict) -> None:
+    data["files"][0][2] = "../../" + "a" * 58
+
+
+def _plant_file_link(data: dict) -> None:
+    data["files"][0][1] = "file:///etc/passwd"
+
+
+def _plant_other_project(data: dict) -> None:
+    data["name"] = "other"
+
+
+def _plant_wrong_type(data: dict) -> None:
+    data["files"][0][3] = {"requires": "python"}
+
+
+def _plant_bad_metadata_hash(data: dict) -> None:
+    data["files"][0][5] = {"sha256": "zz"}
+
+
+def _plant_a_later_row(data: dict) -> None:
+    good = list(data["files"][0])
+    data["files"] = [good] * 50 + [[good[0] + "\x00", *good[1:]]]
+
+
+@pytest.mark.parametrize("plant", [_plant_wrong_sha, _plant_file_link, _plant_other_project,
+                                   _plant_wrong_type, _plant_bad_metadata_hash,
+                                   _plant_a_later_row])
+def test_a_planted_parsed_page_is_refused_whatever_it_breaks(server: IndexServer,
+                                                             tmp_path: Path, plant) -> None:
+    """The parsed form of a fresh page is read without its body; every row is still
+    checked (any column, any row), and a page that fails is parsed again from the body."""
+    cache = tmp_path / "cache"
+    with _client(server, cache) as c:
+        first = c.page(server.url("pypi"), "demo")
+    for p in (cache / "pages").glob("*.json"):
+        data = json.loads(p.read_text())
+        plant(data)
+        p.write_text(json.dumps(data))
+    with _client(server, cache) as c:
+        again = c.page(server.url("pypi"), "demo")
+    assert [(d.filename, d.url, d.sha256, d.requires_python, d.metadata)
+            for d in again.dists] == \
+        [(d.filename, d.url, d.sha256, d.requires_python, d.metadata) for d in first.dists]
+    assert [d.filename for d in again.dists] == [WHEEL]
+
+
+def test_a_planted_row_of_another_project_is_left_out(server: IndexServer,
+                                                     tmp_path: Path) -> None:
+    """A well-formed row for another project's file is not this project's file."""
+    cache = tmp_path / "cache"
+    with _client(server, cache) as c:
+        c.page(server.url("pypi"), "demo")
+    for p in (cache / "pages").glob("*.json"):
+        data = json.loads(p.read_text())
+        evil = list(data["files"][0])
+        evil[0] = "evil-9.0-py3-none-any.whl"
+        data["files"].append(evil)
+        p.write_text(json.dumps(data))
+    with _client(server, cache) as c:
+        page = c.page(server.url("pypi"), "demo")
+        assert [d.filename for d in page.dists] == [WHEEL]
+        assert [d.filename for d in page.select(lambda fn: True)] == [WHEEL]
+
+
+def test_a_fresh_page_is_served_from_its_parsed_form(server: IndexServer,
+                                                    tmp_path: Path) -> None:
+    """Within its freshness a page needs neither the network nor its raw body (reading
+    and hashing megabytes of bodies was most of a warm resolve)."""
+    cache = tmp_path / "cache"
+    with _client(server, cache) as c:
+        first = c.page(server.url("pypi"), "demo")
+    for body in (cache / "http").rglob("*.body"):
+        body.write_bytes(b"not the page")
+    asked: List[str] = []
+    c = IndexClient(IndexConfig(index_url=server.url("pypi"), retries=0, timeout=10),
+                    cache_dir=cache, on_request=asked.append)
+    with c:
+        again = c.page(server.url("pypi"), "demo")
+    assert asked == []
+    assert [(d.filename, d.sha256) for d in again.dists] == \
+        [(d.filename, d.sha256) for d in first.dists]

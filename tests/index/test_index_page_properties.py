@@ -195,3 +195,130 @@ def test_redact_and_check_url_never_leak_credentials(scheme: str, user: str,
         check_url(url)
     except InputError as exc:
         assert "S3CRET" not in str(exc) and "\n" not in str(exc)
+
+
+def _packaging_parse(fn: str) -> Any:
+    """The reference: what packaging itself makes of a file name (None: not usable)."""
+    from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename,
+                                 parse_sdist_filename, parse_wheel_filename)
+    from packaging.version import InvalidVersion
+
+    try:
+        if fn.endswith(".whl"):
+            name, version, build, tags = parse_wheel_filename(fn)
+            return str(name), version, build, tags, "wheel"
+        if fn.endswith((".tar.gz", ".zip")):
+            name, version = parse_sdist_filename(fn)
+            return str(name), version, (), frozenset(), "sdist"
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+    return None
+
+
+name_parts = st.one_of(st.sampled_from(["demo", "Demo_X", "a.b", "a__b", "x-y", "", "ü", "1"]),
+                       st.text(max_size=8))
+version_parts = st.one_of(st.sampled_from(["1.0", "2.5.1+cu124", "1!0", "3.9b1", "1.0.post1",
+                                           "v1", "1_0", "x", "", "\u0661.0"]),
+                          st.text(max_size=8))
+build_parts = st.sampled_from(["", "-1", "-0x", "-x", "-12abc", "-", "-\u0661"])
+tag_parts = st.one_of(st.sampled_from(["py3-none-any",
+                                       "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64",
+                                       "py2.py3-none-any", "a-b",
+                                       "cp39.cp311-abi3-win_amd64", "--", "x-y-z-w"]),
+                      st.text(max_size=12))
+file_names = st.one_of(
+    nasty,
+    st.text(max_size=40),
+    st.builds(lambda n, v, b, t: f"{n}-{v}{b}-{t}.whl", name_parts, version_parts, build_parts,
+              tag_parts),
+    st.builds(lambda n, v, ext: f"{n}-{v}{ext}", name_parts, version_parts,
+              st.sampled_from([".tar.gz", ".zip", ".tar.bz2", ""])),
+)
+
+
+@SETTINGS
+@given(file_names)
+def test_file_names_parse_as_packaging_parses_them(fn: str) -> None:
+    """envlock parses wheel and sdist names itself (sharing version and tag parses across
+    a page's files, for speed): the answer must be packaging's, for any name."""
+    from envlock.index.pages import _parse_filename
+
+    assert _parse_filename(fn) == _packaging_parse(fn)
+
+
+good_names = st.sampled_from(["demo-1.0-py3-none-any.whl", "demo-1.0.tar.gz", "Demo_X-2.0.zip",
+                              "demo-1.0-1-cp311-cp311-manylinux_2_17_x86_64.whl",
+                              "other-1.0-py3-none-any.whl", "demo-notaversion-py3-none-any.whl",
+                              "demo-1.0.tar.bz2"])
+good_files = st.builds(
+    lambda fn, h, rp, y, m, size: {
+        "filename": fn, "url": "https://files.example/packages/ab/cd/" + fn,
+        "hashes": {"sha256": h}, "requires-python": rp, "yanked": y, "core-metadata": m,
+        "size": size, "upload-time": "2024-01-01T00:00:00Z"},
+    good_names, st.sampled_from(["a" * 64, "0123456789abcdef" * 4]),
+    st.sampled_from([None, ">=3.8", ""]), st.sampled_from([False, True, "", "broken"]),
+    st.sampled_from([None, False, True, {"sha256": "b" * 64}]),
+    st.sampled_from([None, 0, 123]))
+#: one field of a good entry replaced by anything a hostile index might send
+pypi_files = st.one_of(
+    good_files,
+    st.builds(lambda f, key, value: {**f, key: value}, good_files,
+              st.sampled_from(["filename", "url", "hashes", "requires-python", "yanked",
+                               "core-metadata", "dist-info-metadata", "size", "upload-time"]),
+              st.one_of(filenames, urls, hash_values,
+                        st.sampled_from(["https://files.example/a\nhttps://files.example/b",
+                                         "https://files.example/a\tb", "HTTPS://files.example/a",
+                                         "https://files.example/./a"]),
+                        st.dictionaries(algos, hash_values, max_size=2), json_any)),
+    st.builds(lambda f, key: {k: v for k, v in f.items() if k != key}, good_files,
+              st.sampled_from(["filename", "url", "hashes", "yanked", "core-metadata"])),
+)
+
+
+@SETTINGS
+@given(st.lists(pypi_files, max_size=6))
+def test_the_column_checks_accept_only_what_the_file_by_file_path_accepts(files: Any) -> None:
+    """PEP 691 pages in PyPI's shape are checked column by column (fast); whenever that
+    path accepts a page, the file-by-file path accepts it too and gives the same files."""
+    from envlock.index.pages import MalformedPage, _json_rows, _parse_json_rows
+
+    rows = _json_rows(files)
+    if rows is None:
+        return
+    fast = ProjectPage("demo", INDEX, PAGE_URL, rows=rows)
+    try:
+        slow = _parse_json_rows(files, PAGE_URL, INDEX, "demo")
+    except MalformedPage as exc:  # pragma: no cover - the property's failure
+        raise AssertionError(f"the column checks accepted a page the file-by-file path "
+                             f"refuses: {exc}") from None
+    assert fast.dists == slow.dists
+    _check(fast)
+
+
+@SETTINGS
+@given(st.lists(st.one_of(filenames, st.sampled_from([".", "..", "a/b", "..x", "x..", "a\\b",
+                                                     "./x", "x/.", "\x7f", "é" * 256])),
+                min_size=1, max_size=6),
+       st.lists(st.one_of(hash_values, st.sampled_from(["", "a" * 64, "A" * 64, "é" * 64])),
+                min_size=1, max_size=6))
+def test_column_checks_are_the_row_checks(names: Any, digests: Any) -> None:
+    """The checks that run on a whole column at once answer as the per-file rules do."""
+    from envlock.index.pages import _bad_filename, _bare_names, _sha256_digests
+
+    assert _bare_names(names) == all(_bad_filename(n) is None for n in names)
+    assert _sha256_digests(digests, empty_ok=False) == \
+        all(valid_digest("sha256", d) and d == d.lower() for d in digests)
+    assert _sha256_digests(digests, empty_ok=True) == \
+        all(d == "" or (valid_digest("sha256", d) and d == d.lower()) for d in digests)
+
+
+def test_a_link_with_a_line_break_is_read_as_urljoin_reads_it() -> None:
+    """Links are checked joined by line breaks: one holding a break must not pass as two
+    good lines (urljoin drops the break; the page must say what urljoin says)."""
+    from envlock.index.pages import parse_json
+
+    entry = {"filename": "demo-1.0-py3-none-any.whl",
+             "url": "https://files.example/a\nhttps://files.example/b",
+             "hashes": {"sha256": "a" * 64}}
+    page = parse_json({"files": [entry]}, PAGE_URL, INDEX, "demo")
+    assert [d.url for d in page.dists] == ["https://files.example/ahttps://files.example/b"]
