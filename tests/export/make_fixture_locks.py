@@ -22,7 +22,7 @@ from typing import Dict
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from torch_world import clean_env, torch_world  # noqa: E402
+from support.torch_world import clean_env, torch_world  # noqa: E402
 
 LOCKS = HERE.parent / "data" / "locks"
 
