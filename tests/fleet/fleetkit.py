@@ -81,6 +81,23 @@ def run(cmd: Sequence[str], *, cwd: Path, env: Optional[Mapping[str, str]] = Non
                           capture_output=True, text=True, timeout=timeout)
 
 
+def finish(procs: Mapping[int, "subprocess.Popen[str]"], timeout: float = 150
+           ) -> Dict[int, "subprocess.CompletedProcess[str]"]:
+    """Wait for every started process, each with a hard timeout, and collect its exit code
+    and output; whatever is still running when that fails is killed, so no test can leave
+    a process behind or hang."""
+    done = {}
+    try:
+        for key, proc in procs.items():
+            out, err = proc.communicate(timeout=timeout)
+            done[key] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+    return done
+
+
 def rank_codes(directory: Path) -> Dict[int, int]:
     """Exit codes the harness recorded, by rank."""
     return {int(p.name.split("-")[1]): int(p.read_text())

@@ -42,9 +42,11 @@ from packaging.version import Version
 
 from envlock.matrix import get_matrix
 from envlock.platforms import marker_environment
+from support.cli import Result, run_cli
 from support.index_server import Index, IndexServer, make_wheel
 
 __all__ = ["torch_requires", "satisfying_version", "add_torch_release", "add_package",
+           "add_pytorch_index_build", "resolve",
            "TorchWorld", "torch_world", "populate", "clean_env", "TORCH", "CU121_REQUIRES"]
 
 TORCH_TAG = {"manylinux1_x86_64": "cp311-cp311-manylinux1_x86_64",
@@ -113,6 +115,26 @@ def add_torch_release(index: Index, tmp: Path, release: str, *, local: str = "",
         add_package(target if name != "triton" else index, tmp, req.name, v, sub, tag=tag)
     return path
 
+
+
+def add_pytorch_index_build(index: Index, tmp: Path, release: str, *, local: str,
+                            deps_index: Index, done: Dict[str, str]) -> Path:
+    """Publish ``torch==release+local`` as the PyTorch index builds it: the real pins, but
+    ``pytorch-triton`` (served next to it) instead of PyPI's ``triton``. ``done`` is the
+    PyPI side's bookkeeping; it is copied, not changed, so both sides stay complete."""
+    reqs = [r for r in torch_requires(release) if not r.startswith("triton")]
+    reqs.append('pytorch-triton>=3.0; platform_system == "Linux"')
+    path = add_torch_release(index, tmp, release, local=local, requires=reqs,
+                             deps_index=deps_index, done=dict(done))
+    add_package(index, tmp, "pytorch-triton", "3.1.0")
+    return path
+
+
+def resolve(world: IndexServer, *args: str, index: str = "pypi") -> Result:
+    """``envlock resolve ARGS`` in-process against a loopback world: ``index`` as the
+    index URL and ``<base>/pytorch`` as the PyTorch index (where these worlds put it)."""
+    return run_cli("resolve", "--index-url", world.url(index),
+                   "--pytorch-index-url", f"{world.base}/pytorch", *args)
 
 # -- the ready torch 2.5.1 world -----------------------------------------------------------
 
