@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from support.net import free_port  # noqa: F401  (the fleet tests import it from here)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOCK = str(DATA / "locks" / "h100-pypi.lock")
@@ -49,12 +50,6 @@ def write_snapshots(directory: Path, kinds: Sequence[str], pattern: str = "rank-
     for i, kind in enumerate(kinds):
         name = names[i] if names else str(i)
         (directory / pattern.format(name)).write_text(json.dumps(snapshot(kind, f"node{i}")))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def clean_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,8 @@ import pytest
 from envlock import _toml
 from support.cli import run_cli
 from support.index_server import IndexServer
+from support.net import free_port
 from support.torch_world import add_pytorch_index_build, add_torch_release
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again when the block ends
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +32,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture
 def blocked() -> str:
-    return f"http://127.0.0.1:{_closed_port()}/whl"
+    return f"http://127.0.0.1:{free_port()}/whl"
 
 
 @pytest.fixture(autouse=True)
