@@ -11,13 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-
-EXPORT = Path(__file__).resolve().parents[1] / "export"
-if str(EXPORT) not in sys.path:
-    sys.path.insert(0, str(EXPORT))
-
-from support.index_server import make_wheel  # noqa: E402
-from torch_world import clean_env, torch_world  # noqa: E402
+from support.index_server import make_wheel
+from support.torch_world import clean_env, torch_world
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from support.edit import edit_once
+
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ROOT / "compat-matrix" / "crosscheck"
 
@@ -31,12 +33,6 @@ def tables(tmp_path: Path) -> Path:
     copy = tmp_path / "tables"
     shutil.copytree(TABLES, copy)
     return copy
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1))
 
 
 def test_saved_tables_have_no_unexplained_disagreement(capsys: pytest.CaptureFixture) -> None:
@@ -61,7 +57,7 @@ def test_every_gpu_of_the_driver_readme_resolves_but_the_explained_one() -> None
 
 
 def test_a_planted_disagreement_fails(tables: Path, capsys: pytest.CaptureFixture) -> None:
-    _edit(tables / "uv-torch-drivers.toml", 'tag = "cu130"\ncuda = "13.0"\nlinux = "580"',
+    edit_once(tables / "uv-torch-drivers.toml", 'tag = "cu130"\ncuda = "13.0"\nlinux = "580"',
           'tag = "cu130"\ncuda = "13.0"\nlinux = "575"')
     assert crosscheck.main(["--tables", str(tables)]) == 1
     out = capsys.readouterr().out
@@ -78,7 +74,7 @@ def test_a_stale_allowlist_entry_fails(tables: Path, capsys: pytest.CaptureFixtu
 
 def test_a_table_without_its_source_is_an_input_error(tables: Path,
                                                       capsys: pytest.CaptureFixture) -> None:
-    _edit(tables / "torchvision-readme.toml",
+    edit_once(tables / "torchvision-readme.toml",
           'commit = "56f3a7a915eb4b0a56b68bf6d633091aabb239f2"\n', "")
     assert crosscheck.main(["--tables", str(tables)]) == 2
     assert "torchvision-readme.toml: [table] needs a commit or a date" in capsys.readouterr().err

@@ -16,7 +16,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from exportkit import InstalledVenv, World, export_text, make_venv, pip  # noqa: E402
-from torch_world import torch_world  # noqa: E402
+from support.torch_world import torch_world  # noqa: E402
 
 LOCKS = HERE.parent / "data" / "locks"
 

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from torch_world import TorchWorld, clean_env
+from support.torch_world import TorchWorld, clean_env
 
 __all__ = ["export_text", "run_tool", "pip", "uv_bin", "make_venv", "locked_versions",
            "parse_pins", "split_hashes", "envlock_site", "ENVLOCK_IMPORTS",

@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/export/make_fixture_locks.py
 
-The locks are resolved for real against the loopback :mod:`torch_world`, then the
+The locks are resolved for real against the loopback :mod:`support.torch_world`, then the
 loopback URLs are rewritten to stable public-looking ones so golden outputs do not depend
 on a port: the PyPI side becomes a *mirror* (``cu121-h100-h20.lock``) or PyPI itself
 (``h100-pypi.lock``), the PyTorch side ``https://download.pytorch.org/whl``. The hashes
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Dict
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path.insert(0, str(HERE.parent))  # for the tests' support package
 
-from torch_world import clean_env, torch_world  # noqa: E402
+from support.torch_world import clean_env, torch_world  # noqa: E402
 
 LOCKS = HERE.parent / "data" / "locks"
 

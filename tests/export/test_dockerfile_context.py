@@ -26,7 +26,7 @@ from envlock.probe.packages import installed_packages
 from exportkit import (ENVLOCK_IMPORTS, World, check_verify_build, instructions,
                        locked_versions, repack_installed)
 from support.names import bare_envlock
-from torch_world import clean_env
+from support.torch_world import clean_env
 
 pytestmark = pytest.mark.replay
 

@@ -14,7 +14,7 @@ from exportkit import (
     pip,
 )
 from support.index_server import make_wheel
-from torch_world import CU121_REQUIRES, clean_env
+from support.torch_world import CU121_REQUIRES, clean_env
 
 
 def test_requirements_install_exactly_the_lock_into_a_fresh_venv(

@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from support.net import free_port  # noqa: F401  (the fleet tests import it from here)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOCK = str(DATA / "locks" / "h100-pypi.lock")
@@ -51,12 +52,6 @@ def write_snapshots(directory: Path, kinds: Sequence[str], pattern: str = "rank-
         (directory / pattern.format(name)).write_text(json.dumps(snapshot(kind, f"node{i}")))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def clean_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in LAUNCH_VARS and not k.startswith("SLURM")}
@@ -79,6 +74,23 @@ def run(cmd: Sequence[str], *, cwd: Path, env: Optional[Mapping[str, str]] = Non
     """Every launch has a hard timeout: no test can hang."""
     return subprocess.run(list(cmd), check=False, cwd=str(cwd), env=clean_env(env),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def finish(procs: Mapping[int, "subprocess.Popen[str]"], timeout: float = 150
+           ) -> Dict[int, "subprocess.CompletedProcess[str]"]:
+    """Wait for every started process, each with a hard timeout, and collect its exit code
+    and output; whatever is still running when that fails is killed, so no test can leave
+    a process behind or hang."""
+    done = {}
+    try:
+        for key, proc in procs.items():
+            out, err = proc.communicate(timeout=timeout)
+            done[key] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+    return done
 
 
 def rank_codes(directory: Path) -> Dict[int, int]:

@@ -19,6 +19,7 @@ import pytest
 from fleetkit import (
     HARNESS,
     clean_env,
+    finish,
     free_port,
     pids,
     process_env,
@@ -53,20 +54,6 @@ def _start(tmp_path: Path, env: Dict[str, str], *args: str) -> "subprocess.Popen
     return subprocess.Popen([sys.executable, "-m", "envlock", "fleet", "--per-rank", *args],
                             cwd=str(tmp_path), env=clean_env(env), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def _finish(procs: Dict[int, "subprocess.Popen[str]"]
-            ) -> Dict[int, "subprocess.CompletedProcess[str]"]:
-    done = {}
-    try:
-        for i, proc in procs.items():
-            out, err = proc.communicate(timeout=150)
-            done[i] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-    return done
 
 
 SLURM = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "7"}
@@ -108,7 +95,7 @@ def test_rank0_that_never_starts_env_launch(tmp_path: Path) -> None:
     port = free_port()
     write_snapshots(tmp_path, ["match"] * 3)
     start = time.monotonic()
-    done = _finish({r: _start(tmp_path, _env(r, 3, port), "--snapshot", "rank-{RANK}.json",
+    done = finish({r: _start(tmp_path, _env(r, 3, port), "--snapshot", "rank-{RANK}.json",
                               "--timeout", "2") for r in (1, 2)})
     elapsed = time.monotonic() - start
     for r, p in done.items():
@@ -134,7 +121,7 @@ def test_rank0_killed_before_its_verdict_env_launch(tmp_path: Path) -> None:
         assert procs[0].poll() is None and procs[1].poll() is None
         procs[0].kill()
         start = time.monotonic()
-        done = _finish(procs)
+        done = finish(procs)
     finally:
         for proc in procs.values():
             if proc.poll() is None:

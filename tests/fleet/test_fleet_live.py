@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-from fleetkit import HARNESS, LOCK, clean_env, free_port, rank_codes, run, torchrun, write_snapshots
+from fleetkit import (HARNESS, LOCK, clean_env, finish, free_port, rank_codes, run, torchrun,
+                      write_snapshots)
 
 pytest.importorskip("torch.distributed")
 pytestmark = pytest.mark.torch
@@ -118,18 +119,10 @@ def test_two_launches_probe_once_per_node(tmp_path: Path) -> None:
                 "--rdzv-id", "fleet-test"]
     cmd = torchrun(2, "--snapshot", "node-{GROUP_RANK}.json", "--report", "fleet.json",
                    "--timeout", "60", launcher=launcher)
-    procs = [subprocess.Popen(cmd, cwd=str(tmp_path), env=clean_env(), text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for _ in range(2)]
-    outs = []
-    try:
-        for proc in procs:
-            outs.append(proc.communicate(timeout=150))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-    assert [proc.returncode for proc in procs] == [1, 1], outs
+    done = finish({i: subprocess.Popen(cmd, cwd=str(tmp_path), env=clean_env(), text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                   for i in range(2)})
+    assert [p.returncode for p in done.values()] == [1, 1], done
     report = _report(tmp_path / "fleet.json")
     assert report["nodes"] == 2 and report["protocol"]["world_size"] == 4
     assert report["protocol"]["traffic"]["fingerprint_bytes"]["count"] == 2  # one per node
@@ -154,16 +147,7 @@ def _srun_like(tmp_path: Path, tasks: List[int], *args: str, timeout: str = "60"
         procs[i] = subprocess.Popen([sys.executable, "-m", "envlock", "fleet", *args,
                                      "--timeout", timeout], cwd=str(tmp_path), env=env,
                                     text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    done = {}
-    try:
-        for i, proc in procs.items():
-            out, err = proc.communicate(timeout=150)
-            done[i] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-    return done
+    return finish(procs)
 
 
 def test_srun_tasks_name_the_drifted_host(tmp_path: Path) -> None:

@@ -7,30 +7,14 @@ the regenerated facts.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from envlock.errors import MatrixError
-from envlock.matrix.files import DATA_FILES
 from envlock.matrix.load import load_matrix
 from envlock.matrix.load_companions import wheel_triton
-
-SRC = Path(__file__).resolve().parents[2] / "compat-matrix"
-
-
-@pytest.fixture
-def copy(tmp_path: Path) -> Path:
-    for name in DATA_FILES:
-        shutil.copy(SRC / name, tmp_path / name)
-    return tmp_path
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1))
+from support.edit import edit_once
 
 
 def test_every_release_with_a_triton_dependency_is_paired_with_it() -> None:
@@ -57,7 +41,7 @@ def test_known_pairs(torch: str, triton: str, platforms: tuple) -> None:
 
 
 def test_a_pairing_that_contradicts_the_wheel_is_rejected(copy: Path) -> None:
-    _edit(copy / "companions.toml", 'triton = "==3.1.0"', 'triton = "==3.2.0"')
+    edit_once(copy / "companions.toml", 'triton = "==3.1.0"', 'triton = "==3.2.0"')
     with pytest.raises(MatrixError) as exc:
         load_matrix(copy)
     text = "\n".join(exc.value.problems)
@@ -66,7 +50,7 @@ def test_a_pairing_that_contradicts_the_wheel_is_rejected(copy: Path) -> None:
 
 
 def test_a_missing_triton_pairing_is_rejected(copy: Path) -> None:
-    _edit(copy / "companions.toml",
+    edit_once(copy / "companions.toml",
           'triton = "==3.6.0"\ntriton_platforms = ["linux_x86_64", "linux_aarch64"]\n', '')
     with pytest.raises(MatrixError) as exc:
         load_matrix(copy)
@@ -75,9 +59,9 @@ def test_a_missing_triton_pairing_is_rejected(copy: Path) -> None:
 
 
 def test_wrong_platforms_and_a_bad_specifier_are_rejected(copy: Path) -> None:
-    _edit(copy / "companions.toml", 'triton = "==2.0.0"\ntriton_platforms = ["linux_x86_64"]',
+    edit_once(copy / "companions.toml", 'triton = "==2.0.0"\ntriton_platforms = ["linux_x86_64"]',
           'triton = "==2.0.0"\ntriton_platforms = ["linux_x86_64", "linux_aarch64"]')
-    _edit(copy / "companions.toml", 'triton = "==3.5.1"', 'triton = "3.5.1"')
+    edit_once(copy / "companions.toml", 'triton = "==3.5.1"', 'triton = "3.5.1"')
     with pytest.raises(MatrixError) as exc:
         load_matrix(copy)
     text = "\n".join(exc.value.problems)

@@ -2,36 +2,20 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from envlock.errors import MatrixError
-from envlock.matrix.files import DATA_FILES
 from envlock.matrix.load import load_matrix
 from envlock.cli import main
-
-SRC = Path(__file__).resolve().parents[2] / "compat-matrix"
-
-
-@pytest.fixture
-def copy(tmp_path: Path) -> Path:
-    for name in DATA_FILES:
-        shutil.copy(SRC / name, tmp_path / name)
-    return tmp_path
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1))
+from support.edit import edit_once
 
 
 def test_all_problems_are_reported_together_with_file_and_path(copy: Path) -> None:
-    _edit(copy / "gpus.toml", 'compute_capability = "9.0"', 'compute_capability = "9.x"')
-    _edit(copy / "torch.toml", 'tag = "cu118"', 'tag = "cu999"')
-    _edit(copy / "cuda.toml", 'driver_linux = "570.26"', 'driver_linux = 570')
+    edit_once(copy / "gpus.toml", 'compute_capability = "9.0"', 'compute_capability = "9.x"')
+    edit_once(copy / "torch.toml", 'tag = "cu118"', 'tag = "cu999"')
+    edit_once(copy / "cuda.toml", 'driver_linux = "570.26"', 'driver_linux = 570')
     with pytest.raises(MatrixError) as exc:
         load_matrix(copy)
     problems = exc.value.problems
@@ -43,8 +27,8 @@ def test_all_problems_are_reported_together_with_file_and_path(copy: Path) -> No
 
 
 def test_references_between_files_are_checked(copy: Path) -> None:
-    _edit(copy / "gpus.toml", 'arch = "hopper"', 'arch = "hoper"')
-    _edit(copy / "advisories.toml", 'in = ["h20"', 'in = ["h2o"')
+    edit_once(copy / "gpus.toml", 'arch = "hopper"', 'arch = "hoper"')
+    edit_once(copy / "advisories.toml", 'in = ["h20"', 'in = ["h2o"')
     with pytest.raises(MatrixError) as exc:
         load_matrix(copy)
     text = "\n".join(exc.value.problems)
@@ -64,14 +48,14 @@ def test_arch_list_must_be_compilable_by_its_cuda(copy: Path) -> None:
 
 
 def test_typo_keys_get_a_suggestion(copy: Path) -> None:
-    _edit(copy / "drivers.toml", "[[branch]]\n", "[[branch]]\ncudda = \"1\"\n")
+    edit_once(copy / "drivers.toml", "[[branch]]\n", "[[branch]]\ncudda = \"1\"\n")
     with pytest.raises(MatrixError) as exc:
         load_matrix(copy)
     assert any("cudda: unknown key (did you mean 'cuda'?)" in p for p in exc.value.problems)
 
 
 def test_validate_command_lists_problems_and_exits_1(copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _edit(copy / "drivers.toml", 'id = "R535"', 'id = "535"')
+    edit_once(copy / "drivers.toml", 'id = "R535"', 'id = "535"')
     code = main(["matrix", "validate", "--dir", str(copy)])
     out = capsys.readouterr().out
     assert code == 1

@@ -14,9 +14,8 @@ import pytest
 
 from envlock import _toml
 from envlock.matrix.load import load_matrix
-from support.cli import run_cli
 from support.index_server import IndexServer, make_wheel
-from support.torch_world import add_package, add_torch_release, torch_requires
+from support.torch_world import add_package, add_torch_release, resolve, torch_requires
 
 AUDIO_TAG = "cp311-cp311-manylinux1_x86_64"
 
@@ -36,18 +35,10 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         yield srv
 
 
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(d))
-    return d
-
-
-def _locked(world: IndexServer, index: str, tmp_path: Path, *reqs: str):
+def _locked(world: IndexServer, index: str, tmp_path: Path, *args: str):
     out = tmp_path / "envlock.lock"
-    r = run_cli("resolve", "--index-url", world.url(index),
-                "--pytorch-index-url", f"{world.base}/pytorch", "--gpu", "H100 SXM",
-                "--torch", "==2.5.1", *reqs, "-o", str(out))
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", *args, "-o", str(out),
+                index=index)
     pkgs = {}
     if r.code == 0:
         lock = _toml.loads(out.read_text())
@@ -111,15 +102,7 @@ def triton_world(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _locked313(world: IndexServer, index: str, tmp_path: Path, *reqs: str):
-    out = tmp_path / "envlock.lock"
-    r = run_cli("resolve", "--index-url", world.url(index),
-                "--pytorch-index-url", f"{world.base}/pytorch", "--gpu", "H100 SXM",
-                "--python", "3.13", "--torch", "==2.5.1", *reqs, "-o", str(out))
-    pkgs = {}
-    if r.code == 0:
-        lock = _toml.loads(out.read_text())
-        pkgs = {p["name"]: p["version"] for p in lock["target"][0]["package"]}
-    return r, pkgs
+    return _locked(world, index, tmp_path, "--python", "3.13", *reqs)
 
 
 def test_the_torch_wheel_is_silent_on_triton_for_python_313() -> None:

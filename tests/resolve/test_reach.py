@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,8 @@ import pytest
 from envlock import _toml
 from support.cli import run_cli
 from support.index_server import IndexServer
-from support.torch_world import add_package, add_torch_release, torch_requires
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again when the block ends
+from support.net import free_port
+from support.torch_world import add_pytorch_index_build, add_torch_release
 
 
 @pytest.fixture(scope="module")
@@ -32,17 +26,13 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         add_torch_release(pypi, tmp, "2.5.1", done=done)
         # a mirror with the PyTorch index's layout that has cu121 but not cu118 or cu124
         cu121 = srv.add_index("mirror-cu121", prefix="pytorch-wheels/cu121")
-        reqs = [r for r in torch_requires("2.5.1") if not r.startswith("triton")]
-        reqs.append('pytorch-triton>=3.0; platform_system == "Linux"')
-        add_torch_release(cu121, tmp, "2.5.1", local="cu121", requires=reqs, deps_index=pypi,
-                          done=dict(done))
-        add_package(cu121, tmp, "pytorch-triton", "3.1.0")
+        add_pytorch_index_build(cu121, tmp, "2.5.1", local="cu121", deps_index=pypi, done=done)
         yield srv
 
 
 @pytest.fixture
 def blocked() -> str:
-    return f"http://127.0.0.1:{_closed_port()}/whl"
+    return f"http://127.0.0.1:{free_port()}/whl"
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from packaging.requirements import Requirement
 
 from support.cli import run_cli
 from support.index_server import IndexServer, make_wheel
+from support.net import free_port
 from support.torch_world import add_package, add_torch_release, torch_requires
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,9 +55,7 @@ def pypi(tmp_path_factory: pytest.TempPathFactory):
 
 def test_every_readme_resolve_example_with_the_pytorch_index_blocked(
         pypi: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        blocked = f"http://127.0.0.1:{s.getsockname()[1]}/whl"
+    blocked = f"http://127.0.0.1:{free_port()}/whl"
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PIP_RETRIES", "0")
     monkeypatch.setenv("PIP_INDEX_URL", pypi.url("pypi"))

@@ -18,7 +18,8 @@ import pytest
 from envlock import _toml
 from support.cli import run_cli
 from support.index_server import IndexServer
-from support.torch_world import add_package, add_torch_release, torch_requires
+from support.torch_world import (add_package, add_pytorch_index_build, add_torch_release,
+                                 resolve)
 
 
 @pytest.fixture(scope="module")
@@ -37,29 +38,13 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         add_package(pypi, tmp, "helper", "1.2")
         add_package(pypi, tmp, "pytorch-triton", "99.0")  # planted on the configured index
         cu121 = srv.add_index("pytorch-cu121", prefix="pytorch/cu121")
-        reqs = [r for r in torch_requires("2.5.1") if not r.startswith("triton")]
-        reqs.append('pytorch-triton>=3.0; platform_system == "Linux"')
-        add_torch_release(cu121, tmp, "2.5.1", local="cu121", requires=reqs, deps_index=pypi,
-                          done=dict(done))
-        add_package(cu121, tmp, "pytorch-triton", "3.1.0")
+        add_pytorch_index_build(cu121, tmp, "2.5.1", local="cu121", deps_index=pypi, done=done)
         evil = srv.add_index("evil")
         add_package(evil, tmp, "torch", "99.0")
         add_package(evil, tmp, "triton", "99.0")
         add_package(evil, tmp, "private-lib", "1.5")
         add_package(evil, tmp, "helper", "9.9")
         yield srv
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(d))
-    return d
-
-
-def resolve(world: IndexServer, *args: str):
-    return run_cli("resolve", "--index-url", world.url("pypi"),
-                   "--pytorch-index-url", f"{world.base}/pytorch", *args)
 
 
 def load(path: Path) -> dict:

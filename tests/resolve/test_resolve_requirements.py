@@ -12,7 +12,7 @@ from typing import Optional
 import pytest
 from support.cli import run_cli
 from support.index_server import IndexServer, make_sdist
-from support.torch_world import add_package, add_torch_release
+from support.torch_world import add_package, add_torch_release, resolve
 
 from envlock import _toml
 from envlock.index.sdist_build import needs_build
@@ -90,18 +90,6 @@ def world(tmp_path_factory: pytest.TempPathFactory):
             pypi.add(st)
         srv.setuptools = st  # type: ignore[attr-defined]
         yield srv
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(d))
-    return d
-
-
-def resolve(world: IndexServer, *args: str):
-    return run_cli("resolve", "--index-url", world.url("pypi"),
-                   "--pytorch-index-url", f"{world.base}/pytorch", *args)
 
 
 def packages(path: Path) -> dict:

@@ -1,15 +1,40 @@
-"""A miniature PyPI + PyTorch index world for resolver tests.
+"""Miniature PyPI + PyTorch index worlds on the loopback index server.
 
-Small wheels with *real* metadata: the fake ``torch`` carries exactly the Requires-Dist
-PyPI's wheel has (from ``torch-pypi.toml``), and every dependency it names exists with a
-version that satisfies the pin. A "planted" index can carry higher-versioned ``torch`` and
-``triton`` to prove they never win.
+``envlock resolve`` needs real index pages, real wheels and real metadata; PyPI's torch
+is 800 MB and download.pytorch.org is not always reachable. Everything here builds small
+wheels with *real* names, versions, tags and Requires-Dist (the fake ``torch`` carries
+exactly the pins of the matrix's ``torch-pypi.toml``), so that the resolver, pip and uv
+behave as they would against the real indexes. Two ways to use it:
+
+* building blocks for a test's own world: :func:`add_torch_release` publishes a torch
+  release with its real pins and every dependency they name (a version that satisfies the
+  pin), :func:`add_package` any other wheel. A "planted" index can carry higher-versioned
+  ``torch`` and ``triton`` to prove they never win.
+* one ready world around torch 2.5.1 for exporter and install tests, :func:`torch_world`:
+
+  - ``pypi`` (``<base>/pypi/simple``): torch 2.5.1 (cu124, the PyPI default build),
+    torchvision 0.20.1, the cu124 and cu121 ``nvidia-*`` wheels, triton and the
+    pure-Python dependencies;
+  - ``cu121`` (``<base>/whl/cu121``, the PyTorch index layout): ``torch 2.5.1+cu121``,
+    ``torchvision 0.20.1+cu121``, triton and the cu121 ``nvidia-*`` wheels it pins, except
+    cuBLAS, as on the real index where only PyPI has the cuBLAS an advisory asks for.
+
+  Resolve against it with :meth:`TorchWorld.resolve`; pass ``--cuda 12.1`` for the PyTorch
+  index build (an ``--gpu H20`` target then gets the cuBLAS advisory override)::
+
+      with torch_world(tmp_path) as world:
+          lock_path = world.resolve(tmp_path / "h100.lock", "--gpu", "H100 SXM")
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -17,15 +42,19 @@ from packaging.version import Version
 
 from envlock.matrix import get_matrix
 from envlock.platforms import marker_environment
-from support.index_server import Index, make_wheel
+from support.cli import Result, run_cli
+from support.index_server import Index, IndexServer, make_wheel
 
-__all__ = ["torch_requires", "satisfying_version", "add_torch_release", "add_package"]
+__all__ = ["torch_requires", "satisfying_version", "add_torch_release", "add_package",
+           "add_pytorch_index_build", "resolve",
+           "TorchWorld", "torch_world", "populate", "clean_env", "TORCH", "CU121_REQUIRES"]
 
 TORCH_TAG = {"manylinux1_x86_64": "cp311-cp311-manylinux1_x86_64",
              "manylinux_2_28_x86_64": "cp311-cp311-manylinux_2_28_x86_64"}
 
 
 def torch_requires(release: str, platform: str = "linux_x86_64") -> List[str]:
+    """The real Requires-Dist of the PyPI torch wheel, from the shipped matrix data."""
     return list(get_matrix().torch_releases[release].builds[platform].requires)
 
 
@@ -85,3 +114,172 @@ def add_torch_release(index: Index, tmp: Path, release: str, *, local: str = "",
         tag = "cp311-cp311-manylinux_2_17_x86_64" if name == "triton" else "py3-none-any"
         add_package(target if name != "triton" else index, tmp, req.name, v, sub, tag=tag)
     return path
+
+
+
+def add_pytorch_index_build(index: Index, tmp: Path, release: str, *, local: str,
+                            deps_index: Index, done: Dict[str, str]) -> Path:
+    """Publish ``torch==release+local`` as the PyTorch index builds it: the real pins, but
+    ``pytorch-triton`` (served next to it) instead of PyPI's ``triton``. ``done`` is the
+    PyPI side's bookkeeping; it is copied, not changed, so both sides stay complete."""
+    reqs = [r for r in torch_requires(release) if not r.startswith("triton")]
+    reqs.append('pytorch-triton>=3.0; platform_system == "Linux"')
+    path = add_torch_release(index, tmp, release, local=local, requires=reqs,
+                             deps_index=deps_index, done=dict(done))
+    add_package(index, tmp, "pytorch-triton", "3.1.0")
+    return path
+
+
+def resolve(world: IndexServer, *args: str, index: str = "pypi") -> Result:
+    """``envlock resolve ARGS`` in-process against a loopback world: ``index`` as the
+    index URL and ``<base>/pytorch`` as the PyTorch index (where these worlds put it)."""
+    return run_cli("resolve", "--index-url", world.url(index),
+                   "--pytorch-index-url", f"{world.base}/pytorch", *args)
+
+# -- the ready torch 2.5.1 world -----------------------------------------------------------
+
+TORCH = "2.5.1"
+
+#: torch 2.5.1+cu121's own pins (the 2.4 cu121 pins from compat-matrix/torch.toml with
+#: 2.5's NCCL, as the build scripts give them); not on PyPI, so written out here.
+_LINUX = "platform_system == \"Linux\" and platform_machine == \"x86_64\""
+CU121_PINS: Dict[str, str] = {
+    "nvidia-cuda-nvrtc-cu12": "12.1.105",
+    "nvidia-cuda-runtime-cu12": "12.1.105",
+    "nvidia-cuda-cupti-cu12": "12.1.105",
+    "nvidia-cudnn-cu12": "9.1.0.70",
+    "nvidia-cublas-cu12": "12.1.3.1",
+    "nvidia-cufft-cu12": "11.0.2.54",
+    "nvidia-curand-cu12": "10.3.2.106",
+    "nvidia-cusolver-cu12": "11.4.5.107",
+    "nvidia-cusparse-cu12": "12.1.0.106",
+    "nvidia-nccl-cu12": "2.21.5",
+    "nvidia-nvtx-cu12": "12.1.105",
+}
+CU121_REQUIRES: List[str] = (
+    ["filelock", "typing-extensions>=4.8.0", "networkx", "jinja2", "fsspec"]
+    + [f"{n}=={v}; {_LINUX}" for n, v in CU121_PINS.items()]
+    + [f"triton==3.1.0; {_LINUX} and python_version < \"3.13\"",
+       "sympy==1.13.1; python_version >= \"3.9\"",
+       "opt-einsum>=3.3; extra == \"opt-einsum\""]
+)
+
+#: nvidia-* wheels that depend on other nvidia-* wheels (as the real ones do).
+_NVIDIA_REQUIRES: Dict[str, Tuple[str, ...]] = {
+    "nvidia-cudnn-cu12": ("nvidia-cublas-cu12",),
+    "nvidia-cusolver-cu12": ("nvidia-cublas-cu12", "nvidia-nvjitlink-cu12",
+                             "nvidia-cusparse-cu12"),
+    "nvidia-cusparse-cu12": ("nvidia-nvjitlink-cu12",),
+}
+
+_PURE: Sequence[Tuple[str, str, Tuple[str, ...], Optional[str]]] = (
+    ("filelock", "3.16.1", (), ">=3.8"),
+    ("typing-extensions", "4.12.2", (), ">=3.8"),
+    ("networkx", "3.4.2", (), ">=3.10"),
+    ("jinja2", "3.1.4", ("MarkupSafe>=2.0",), ">=3.7"),
+    ("fsspec", "2024.10.0", (), ">=3.8"),
+    ("sympy", "1.13.1", ("mpmath<1.4,>=1.1.0",), ">=3.8"),
+    ("mpmath", "1.3.0", (), None),
+)
+_CP311 = "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64"
+_NVIDIA_TAG = "py3-none-manylinux2014_x86_64"
+
+
+def _cu124_pins() -> Dict[str, str]:
+    pins = {}
+    for text in torch_requires(TORCH):
+        req = Requirement(text)
+        if req.name.startswith("nvidia-"):
+            pins[req.name] = next(iter(req.specifier)).version
+    return pins
+
+
+def _nvidia(directory: Path, name: str, version: str) -> Path:
+    return make_wheel(directory, name, version, tag=_NVIDIA_TAG,
+                      requires=_NVIDIA_REQUIRES.get(name, ()), requires_python=">=3")
+
+
+def populate(server: IndexServer, directory: Path) -> None:
+    """Add the ``pypi`` and ``cu121`` indexes with every wheel (see the module docstring)."""
+    d = Path(directory)
+    pypi = server.add_index("pypi")
+    cu121 = server.add_index("cu121", prefix="whl/cu121")
+    pypi.add(make_wheel(d / "pypi", "torch", TORCH, tag="cp311-cp311-manylinux1_x86_64",
+                        requires=torch_requires(TORCH), requires_python=">=3.8.0",
+                        files={"torch/version.py": b"__version__ = '2.5.1'\ncuda = '12.4'\n"}))
+    pypi.add(make_wheel(d / "pypi", "torchvision", "0.20.1",
+                        tag="cp311-cp311-manylinux1_x86_64", requires_python=">=3.8",
+                        requires=["numpy", f"torch=={TORCH}", "pillow!=8.3.*,>=5.3.0"]))
+    for name, version, requires, rp in _PURE:
+        pypi.add(make_wheel(d / "pypi", name, version, requires=requires, requires_python=rp))
+    for name, version in (("markupsafe", "3.0.2"), ("numpy", "2.1.3"), ("pillow", "11.0.0")):
+        pypi.add(make_wheel(d / "pypi", name, version, tag=_CP311, requires_python=">=3.9"))
+    triton = make_wheel(d / "shared", "triton", "3.1.0", tag=_CP311, requires=["filelock"])
+    pypi.add(triton)
+    cu121.add(triton)
+    for name, version in sorted(_cu124_pins().items()):
+        pypi.add(_nvidia(d / "shared", name, version))
+    for name, version in sorted(CU121_PINS.items()):
+        wheel = _nvidia(d / "shared", name, version)
+        if not any(p.name == wheel.name for p in pypi.files.get(name, [])):
+            pypi.add(wheel)
+        if name != "nvidia-cublas-cu12":
+            cu121.add(wheel)
+    cu121.add(make_wheel(d / "cu121", "torch", f"{TORCH}+cu121",
+                         tag="cp311-cp311-linux_x86_64", requires=CU121_REQUIRES,
+                         requires_python=">=3.8.0",
+                         files={"torch/version.py":
+                                b"__version__ = '2.5.1+cu121'\ncuda = '12.1'\n"}))
+    cu121.add(make_wheel(d / "cu121", "torchvision", "0.20.1+cu121",
+                         tag="cp311-cp311-linux_x86_64", requires_python=">=3.8",
+                         requires=["numpy", f"torch=={TORCH}", "pillow!=8.3.*,>=5.3.0"]))
+
+
+def clean_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The process environment without pip/uv configuration that would leak into tools."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PIP_", "UV_", "ENVLOCK_", "VIRTUAL_ENV", "CONDA_"))}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    env["PIP_NO_INPUT"] = "1"
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True)
+class TorchWorld:
+    server: IndexServer
+    directory: Path
+
+    @property
+    def pypi_url(self) -> str:
+        return self.server.url("pypi")
+
+    @property
+    def pytorch_base(self) -> str:
+        """What ``--pytorch-index-url`` takes: the base under which ``/cu121`` lives."""
+        return f"{self.server.base}/whl"
+
+    @property
+    def cu121_url(self) -> str:
+        return self.server.url("cu121")
+
+    def resolve(self, output: Path, *args: str, cache: Optional[Path] = None) -> Path:
+        """Run ``envlock resolve --torch ==2.5.1 ARGS`` against this world; return ``output``."""
+        env = clean_env({"ENVLOCK_CACHE_DIR": str(cache or self.directory / "cache")})
+        cmd = [sys.executable, "-m", "envlock", "resolve", "--torch", f"=={TORCH}",
+               "--index-url", self.pypi_url, "--pytorch-index-url", self.pytorch_base,
+               *args, "-o", Path(output).name]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
+                              cwd=str(Path(output).parent))
+        if proc.returncode != 0:
+            raise RuntimeError(f"envlock resolve failed ({proc.returncode}):\n{proc.stderr}")
+        return Path(output)
+
+
+@contextmanager
+def torch_world(directory: Path) -> Iterator[TorchWorld]:
+    """Serve the world from a fresh loopback server for the life of the context."""
+    with IndexServer() as server:
+        populate(server, Path(directory))
+        yield TorchWorld(server, Path(directory))
