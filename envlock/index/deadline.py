@@ -12,14 +12,20 @@ Imported only when the network is used (it imports urllib3).
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+import selectors
 import socket
+import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from urllib3 import connection as _conn
 from urllib3 import connectionpool as _pool
+from urllib3 import exceptions as _exc
+from urllib3.util import connection as _uconn
 
 __all__ = ["RequestState", "DeadlineExceeded", "Cancelled", "bind", "current", "POOL_CLASSES"]
 
@@ -182,12 +188,98 @@ class _CancelWatch:
         self._dup.close()
 
 
+_IN_PROGRESS = {errno.EINPROGRESS, errno.EALREADY, errno.EWOULDBLOCK, errno.EINTR}
+
+
+def _connect_polling(sock: socket.socket, address: Any, timeout: Optional[float],
+                     cancel: threading.Event) -> None:
+    """``sock.connect(address)`` in slices, ending at once when ``cancel`` is set.
+
+    A blocking ``connect()`` cannot be woken from another thread: towards a host that
+    drops SYNs (a firewall, a listen queue that is full) the worker sat in it for the whole
+    connect timeout, and an interrupted process waited for that worker before exiting.
+    """
+    sock.setblocking(False)
+    rc = sock.connect_ex(address)
+    end = None if timeout is None else time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(sock, selectors.EVENT_WRITE)
+        while rc in _IN_PROGRESS:
+            if cancel.is_set():
+                raise Cancelled("cancelled")
+            wait = _SLICE if end is None else min(_SLICE, end - time.monotonic())
+            if wait <= 0:
+                raise socket.timeout("timed out")
+            if sel.select(wait):
+                rc = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if rc != 0:
+        raise OSError(rc, os.strerror(rc))
+
+
+def _create_connection(address: Tuple[str, int], timeout: Any, source_address: Any,
+                       socket_options: Any, cancel: threading.Event) -> socket.socket:
+    """urllib3's ``create_connection`` (same address families, options and errors), with
+    a connect that a cancel ends within :data:`_SLICE` seconds."""
+    host, port = address
+    if host.startswith("["):
+        host = host.strip("[]")
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        raise _exc.LocationParseError(f"'{host}', label empty or too long") from None
+    numeric = timeout is None or isinstance(timeout, (int, float))
+    limit = float(timeout) if numeric and timeout is not None else socket.getdefaulttimeout()
+    err: Optional[OSError] = None
+    for af, socktype, proto, _, sa in socket.getaddrinfo(host, port, _uconn.allowed_gai_family(),
+                                                          socket.SOCK_STREAM):
+        sock = socket.socket(af, socktype, proto)
+        try:
+            _uconn._set_socket_options(sock, socket_options)
+            if source_address:
+                sock.bind(source_address)
+            _connect_polling(sock, sa, limit, cancel)
+            sock.settimeout(timeout if numeric else socket.getdefaulttimeout())
+            return sock
+        except Cancelled:
+            sock.close()
+            raise
+        except OSError as exc:
+            err = exc
+            sock.close()
+    raise err if err is not None else OSError("getaddrinfo returns an empty list")
+
+
+def _new_conn_cancellable(conn: Any) -> socket.socket:
+    """urllib3's ``HTTPConnection._new_conn`` with :func:`_create_connection`, raising
+    the same urllib3 errors, so requests reports a refused or timed-out connect as before."""
+    cancel = conn._envlock_cancel
+    try:
+        sock = _create_connection((conn._dns_host, conn.port), conn.timeout,
+                                  conn.source_address, conn.socket_options, cancel)
+    except socket.gaierror as exc:
+        if hasattr(_exc, "NameResolutionError"):  # urllib3 2
+            raise _exc.NameResolutionError(conn.host, conn, exc) from exc
+        raise _exc.NewConnectionError(
+            conn, f"Failed to establish a new connection: {exc}") from exc
+    except socket.timeout as exc:
+        raise _exc.ConnectTimeoutError(
+            conn, f"Connection to {conn.host} timed out. (connect timeout={conn.timeout})"
+        ) from exc
+    except OSError as exc:
+        raise _exc.NewConnectionError(
+            conn, f"Failed to establish a new connection: {exc}") from exc
+    sys.audit("http.client.connect", conn, conn.host, conn.port)
+    return sock
+
+
 def _watched(conn: Any, new_conn: Any) -> Any:
-    """``new_conn()``'s socket, watched for a cancel until :func:`_connect_within` ends."""
-    sock = new_conn()
+    """The connection's socket, its connect and then its TLS handshake watched for a
+    cancel until :func:`_connect_within` ends."""
     cancel = getattr(conn, "_envlock_cancel", None)
-    if cancel is not None:
-        conn._envlock_watch = _CancelWatch(sock, cancel)
+    if cancel is None:
+        return new_conn()
+    sock = _new_conn_cancellable(conn)
+    conn._envlock_watch = _CancelWatch(sock, cancel)
     return sock
 
 

@@ -79,3 +79,96 @@ def test_ctrl_c_during_a_slow_index_read_ends_the_process_at_once(dripping: Inde
     assert err.splitlines() == ["envlock: interrupted"]
     assert took < 10  # generous for a loaded machine; measured well under a second
     assert _leftovers(tmp_path) == []
+
+
+class _FullListenQueue:
+    """A loopback port whose listen queue is full, so the kernel drops further SYNs: a
+    client's ``connect()`` there hangs, like one towards a firewall that drops packets."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(0)
+        self.port = self.server.getsockname()[1]
+        self.fillers = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", self.port))
+            self.fillers.append(c)
+        #: the fillers that the full queue left in SYN_SENT themselves are not the client
+        self.ours = {f":{c.getsockname()[1]:04X}" for c in self.fillers}
+        probe = socket.socket()
+        probe.settimeout(1.0)
+        try:
+            probe.connect(("127.0.0.1", self.port))
+        except OSError:
+            self.drops = True
+        else:
+            self.drops = False
+        finally:
+            probe.close()
+
+    def connecting(self) -> bool:
+        """Whether some socket is in SYN_SENT towards the port (the client is inside
+        connect): read from the kernel's own table, so the test waits on the event."""
+        port = f":{self.port:04X}"
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                rows = Path(table).read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for row in rows:
+                fields = row.split()
+                if fields[2].endswith(port) and fields[3] == "02" \
+                        and fields[1][-5:] not in self.ours:  # 02: SYN_SENT
+                    return True
+        return False
+
+    def close(self) -> None:
+        for c in self.fillers:
+            c.close()
+        self.server.close()
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc/net/tcp")
+def test_ctrl_c_during_a_connect_that_hangs_ends_the_process_at_once(tmp_path: Path) -> None:
+    """Before: the worker thread sat in a blocking connect() for the connect timeout, and the
+    interrupted process waited for it (132 s measured on a loaded machine)."""
+    queue = _FullListenQueue()
+    try:
+        if not queue.drops:
+            pytest.skip("this kernel accepts connections past a full listen queue")
+        (tmp_path / "out").mkdir()
+        e = dict(os.environ, ENVLOCK_CACHE_DIR=str(tmp_path / "cache"),
+                 PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "envlock", "resolve", "--index-url",
+             f"http://127.0.0.1:{queue.port}/simple", "--gpu", "H100 SXM",
+             "--torch", "==2.5.1", "-o", str(tmp_path / "out" / "envlock.lock")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
+            cwd=str(tmp_path))
+        try:
+            deadline = time.monotonic() + 120
+            while not queue.connecting():
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "envlock never started connecting"
+                time.sleep(0.05)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        queue.close()
+    print(f"\nSIGINT during a hanging connect: exit {proc.returncode} {took:.2f} s after "
+          f"the signal")
+    assert proc.returncode == 130, err
+    assert err.splitlines() == ["envlock: interrupted"]
+    assert took < 10  # generous for a loaded machine; measured 0.26 s
+    assert _leftovers(tmp_path) == []
