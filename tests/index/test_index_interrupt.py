@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from support.index_server import IndexServer
+from support.signals import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,8 @@ def _start(srv: IndexServer, tmp_path: Path, **env: str) -> subprocess.Popen:
         [sys.executable, "-m", "envlock", "resolve", "--index-url", srv.url("pypi"),
          "--pytorch-index-url", f"{srv.base}/pytorch", "--gpu", "H100 SXM", "--torch", "==2.5.1",
          "-o", str(tmp_path / "out" / "envlock.lock")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, cwd=str(tmp_path))
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, cwd=str(tmp_path),
+        preexec_fn=default_sigint)
 
 
 def _leftovers(tmp_path: Path) -> list:
@@ -149,7 +151,7 @@ def test_ctrl_c_during_a_connect_that_hangs_ends_the_process_at_once(tmp_path: P
              f"http://127.0.0.1:{queue.port}/simple", "--gpu", "H100 SXM",
              "--torch", "==2.5.1", "-o", str(tmp_path / "out" / "envlock.lock")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
-            cwd=str(tmp_path))
+            cwd=str(tmp_path), preexec_fn=default_sigint)
         try:
             deadline = time.monotonic() + 120
             while not queue.connecting():

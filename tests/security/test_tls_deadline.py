@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from support.signals import default_sigint
 from tests.security.cli_run import assert_contract, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,7 +116,8 @@ def test_ctrl_c_during_a_dripped_tls_handshake_ends_the_process_at_once(
          f"https://127.0.0.1:{drip.port}/simple", "--pytorch-index-url",
          f"https://127.0.0.1:{drip.port}/whl", "--torch", "==2.5.1",
          "-o", str(tmp_path / "envlock.lock")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path))
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
+            preexec_fn=default_sigint)
     try:
         assert drip.dripped.wait(120), "envlock never reached the handshake"
         sent = time.monotonic()
