@@ -7,7 +7,6 @@ time each case took is printed for the record (``pytest -s``)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from support.index_server import IndexServer
-from support.signals import default_sigint
+from support.signals import default_sigint, press_ctrl_c
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,17 +63,11 @@ def test_ctrl_c_during_a_slow_index_read_ends_the_process_at_once(dripping: Inde
                                                                   tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     proc = _start(dripping, tmp_path)  # the default deadline (minutes) is not what ends it
-    try:
-        assert dripping.drip_started.wait(120), "envlock never reached the index"
-        time.sleep(0.5)  # let the read block; more waiting only makes the case harder
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    if not dripping.drip_started.wait(120):
+        proc.kill()
+        raise AssertionError("envlock never reached the index")
+    time.sleep(0.5)  # let the read block; more waiting only makes the case harder
+    out, err, took = press_ctrl_c(proc, timeout=60)
     print(f"\nSIGINT during a dripping read: exit {proc.returncode} {took:.2f} s after the "
           f"signal")
     assert proc.returncode == 130, err
@@ -152,20 +145,13 @@ def test_ctrl_c_during_a_connect_that_hangs_ends_the_process_at_once(tmp_path: P
              "--torch", "==2.5.1", "-o", str(tmp_path / "out" / "envlock.lock")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
             cwd=str(tmp_path), preexec_fn=default_sigint)
-        try:
-            deadline = time.monotonic() + 120
-            while not queue.connecting():
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "envlock never started connecting"
-                time.sleep(0.05)
-            sent = time.monotonic()
-            proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=120)
-            took = time.monotonic() - sent
-        finally:
-            if proc.poll() is None:
+        deadline = time.monotonic() + 120
+        while not queue.connecting():
+            if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                proc.wait()
+                raise AssertionError(f"envlock never started connecting: {proc.communicate()}")
+            time.sleep(0.05)
+        out, err, took = press_ctrl_c(proc, timeout=120)
     finally:
         queue.close()
     print(f"\nSIGINT during a hanging connect: exit {proc.returncode} {took:.2f} s after "

@@ -9,7 +9,6 @@ No certificate is needed: the handshake never gets far enough to look at one.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from support.signals import default_sigint
+from support.signals import default_sigint, press_ctrl_c
 from tests.security.cli_run import assert_contract, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,16 +117,10 @@ def test_ctrl_c_during_a_dripped_tls_handshake_ends_the_process_at_once(
          "-o", str(tmp_path / "envlock.lock")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
             preexec_fn=default_sigint)
-    try:
-        assert drip.dripped.wait(120), "envlock never reached the handshake"
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=100)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    if not drip.dripped.wait(120):
+        proc.kill()
+        raise AssertionError("envlock never reached the handshake")
+    _, err, took = press_ctrl_c(proc, timeout=100)
     assert proc.returncode == 130, err
     assert err.splitlines() == ["envlock: interrupted"]
     assert took < 10, took  # generous for a loaded machine
