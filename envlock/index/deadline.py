@@ -55,6 +55,17 @@ class RequestState:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
+    def check(self) -> float:
+        """The seconds left, or :class:`Cancelled` / :class:`DeadlineExceeded` when the
+        request was cancelled or its deadline has passed."""
+        if self.cancel.is_set():
+            raise Cancelled("cancelled")
+        left = self.left()
+        if left <= 0:
+            self.expired = True
+            raise DeadlineExceeded("total deadline passed")
+        return left
+
 
 def bind(state: Optional[RequestState]) -> None:
     """Make ``state`` govern socket reads on the calling thread (None: no deadline)."""
@@ -97,12 +108,7 @@ class _DeadlineSocket:
         waited = 0.0
         try:
             while True:
-                if state.cancel.is_set():
-                    raise Cancelled("cancelled")
-                left = state.left()
-                if left <= 0:
-                    state.expired = True
-                    raise DeadlineExceeded("total deadline passed")
+                left = state.check()
                 step = min(_SLICE, left)
                 if patience is not None:
                     step = min(step, max(patience - waited, 0.0))
@@ -136,12 +142,7 @@ def _connect_within(conn: Any, connect: Any) -> None:
     if state is None:
         connect()
         return
-    if state.cancel.is_set():
-        raise Cancelled("cancelled")
-    left = state.left()
-    if left <= 0:
-        state.expired = True
-        raise DeadlineExceeded("total deadline passed")
+    left = state.check()
     original = conn.timeout
     numeric = original is None or isinstance(original, (int, float))
     conn.timeout = left if not numeric or original is None else min(float(original), left)
