@@ -119,6 +119,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
     on stdout, so a script that parses stdout always gets JSON.
     """
     out = out or Output()
+    if argv is None:  # a program of its own (not a test calling in): see _second_ctrl_c_exits
+        _second_ctrl_c_exits()
     args_list: List[str] = list(sys.argv[1:] if argv is None else argv)
     no_color = "--no-color" in args_list
     args_list = [a for a in args_list if a != "--no-color"]
@@ -175,6 +177,38 @@ def _main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) ->
         out.error(f"envlock: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
                   f"(run with --debug for a traceback, and please report it)")
         return ExitCode.INTERNAL
+
+
+def _second_ctrl_c_exits() -> None:
+    """The first Ctrl-C raises KeyboardInterrupt as usual, so the command cleans up and
+    prints "interrupted"; a second one ends the process at once with the same exit code.
+
+    Without this, a second Ctrl-C pressed while the interpreter was still on its way out
+    (joining the index client's worker threads) raised KeyboardInterrupt inside
+    threading's shutdown and printed a traceback. A SIGINT that the process was started
+    with ignored (a background job, nohup) stays ignored.
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+    pressed: List[int] = []
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if not pressed:
+            pressed.append(signum)
+            raise KeyboardInterrupt
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed pipe must not stop the exit
+                pass
+        os._exit(ExitCode.INTERRUPTED)
+
+    try:
+        signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: keep Python's default
+        pass
 
 
 def _one_line(text: str) -> str:

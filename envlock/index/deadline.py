@@ -20,7 +20,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from urllib3 import connection as _conn
 from urllib3 import connectionpool as _pool
@@ -217,6 +217,50 @@ def _connect_polling(sock: socket.socket, address: Any, timeout: Optional[float]
         raise OSError(rc, os.strerror(rc))
 
 
+def _lookup(host: str, port: int, limit: Optional[float],
+            cancel: threading.Event) -> List[Any]:
+    """``socket.getaddrinfo`` for a connect, ended by a cancel, the request's total deadline
+    or the connect timeout, whichever comes first.
+
+    A name lookup blocks inside the C library, where no signal or other thread reaches it:
+    behind a DNS server that does not answer, Ctrl-C waited for the lookup to give up (20 s
+    measured with a resolver that took 20 s, for as long as it takes in general). So the
+    lookup runs on a daemon thread of its own, which an exiting process does not wait for,
+    and this thread waits for it in slices. A numeric address needs no lookup.
+    """
+    family = _uconn.allowed_gai_family()
+    try:
+        return socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, 0,
+                                  socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        pass  # a name: look it up
+    found: List[Any] = []
+    failed: List[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            found.extend(socket.getaddrinfo(host, port, family, socket.SOCK_STREAM))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="envlock-dns", daemon=True).start()
+    state = current()
+    end = None if limit is None else time.monotonic() + limit
+    while not done.wait(_SLICE):
+        if cancel.is_set():
+            raise Cancelled("cancelled")
+        if state is not None:
+            state.check()  # the request's total deadline
+        if end is not None and time.monotonic() >= end:
+            raise socket.timeout(f"looking up {host} took longer than {limit:g} s")
+    if failed:
+        raise failed[0]
+    return found
+
+
 def _create_connection(address: Tuple[str, int], timeout: Any, source_address: Any,
                        socket_options: Any, cancel: threading.Event) -> socket.socket:
     """urllib3's ``create_connection`` (same address families, options and errors), with
@@ -231,8 +275,7 @@ def _create_connection(address: Tuple[str, int], timeout: Any, source_address: A
     numeric = timeout is None or isinstance(timeout, (int, float))
     limit = float(timeout) if numeric and timeout is not None else socket.getdefaulttimeout()
     err: Optional[OSError] = None
-    for af, socktype, proto, _, sa in socket.getaddrinfo(host, port, _uconn.allowed_gai_family(),
-                                                          socket.SOCK_STREAM):
+    for af, socktype, proto, _, sa in _lookup(host, port, limit, cancel):
         sock = socket.socket(af, socktype, proto)
         try:
             _uconn._set_socket_options(sock, socket_options)

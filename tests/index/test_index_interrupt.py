@@ -16,6 +16,7 @@ import pytest
 
 from support.index_server import IndexServer
 from support.signals import default_sigint, press_ctrl_c
+from support.slowdns import HOST, SlowDnsUnavailable, build_slow_dns, slow_dns_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,6 +57,30 @@ def test_a_dripping_index_ends_at_the_deadline_with_one_line(dripping: IndexServ
     assert err.splitlines() == [f"envlock: error: {dripping.url('pypi')}/torch/ did not answer "
                                 f"within the 3 s deadline (ENVLOCK_INDEX_DEADLINE)"]
     assert dripping.drip_started.is_set()
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_second_ctrl_c_ends_the_process_without_a_traceback(dripping: IndexServer,
+                                                              tmp_path: Path) -> None:
+    """An impatient double Ctrl-C: the second SIGINT lands while the first is being
+    handled or while the interpreter joins the client's worker threads (a worker in a
+    dripping read takes up to one read slice to notice). Before, it raised
+    KeyboardInterrupt inside threading's shutdown and printed a traceback."""
+    import signal
+
+    (tmp_path / "out").mkdir()
+    proc = _start(dripping, tmp_path)
+    if not dripping.drip_started.wait(120):
+        proc.kill()
+        raise AssertionError("envlock never reached the index")
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    out, err, took = press_ctrl_c(proc, timeout=60)
+    print(f"\ntwo SIGINTs 50 ms apart: exit {proc.returncode} {took:.2f} s after the second")
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.splitlines() == ["envlock: interrupted"]
     assert _leftovers(tmp_path) == []
 
 
@@ -159,4 +184,78 @@ def test_ctrl_c_during_a_connect_that_hangs_ends_the_process_at_once(tmp_path: P
     assert proc.returncode == 130, err
     assert err.splitlines() == ["envlock: interrupted"]
     assert took < 10  # generous for a loaded machine; measured 0.26 s
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.fixture(scope="module")
+def slow_dns(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        return build_slow_dns(tmp_path_factory.mktemp("slow-dns"))
+    except SlowDnsUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _start_behind_slow_dns(lib: Path, tmp_path: Path, **env: str) -> "tuple[subprocess.Popen, Path]":
+    """envlock resolving against two indexes whose names never resolve (the lookup blocks
+    for 120 s in the C library), and the file that gets a line when a lookup starts."""
+    mark = tmp_path / "lookups"
+    e = dict(os.environ, ENVLOCK_CACHE_DIR=str(tmp_path / "cache"), NO_PROXY="*",
+             PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+             **slow_dns_env(lib, mark, seconds=120), **env)
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                  "all_proxy"):
+        e.pop(proxy, None)  # a proxy would do the lookup instead of envlock
+    (tmp_path / "out").mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envlock", "resolve", "--index-url", f"http://{HOST}/simple",
+         "--pytorch-index-url", "http://pytorch.slow-dns.test/whl", "--gpu", "H100 SXM",
+         "--torch", "==2.5.1", "-o", str(tmp_path / "out" / "envlock.lock")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, cwd=str(tmp_path),
+        preexec_fn=default_sigint)
+    return proc, mark
+
+
+def _wait_for_lookup(proc: subprocess.Popen, mark: Path) -> None:
+    deadline = time.monotonic() + 120
+    while not (mark.exists() and mark.read_text().strip()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"envlock never looked the index up: {proc.communicate()}")
+        time.sleep(0.05)
+
+
+def test_ctrl_c_during_a_name_lookup_that_hangs_ends_the_process_at_once(
+        slow_dns: Path, tmp_path: Path) -> None:
+    """Before: the lookup blocked in the C library on a worker thread, and the interrupted
+    process waited for it (19.6 s measured with a lookup that took 20 s)."""
+    proc, mark = _start_behind_slow_dns(slow_dns, tmp_path)
+    _wait_for_lookup(proc, mark)
+    time.sleep(0.5)  # let the lookup block; more waiting only makes the case harder
+    out, err, took = press_ctrl_c(proc, timeout=110)
+    print(f"\nSIGINT during a hanging name lookup: exit {proc.returncode} {took:.2f} s after "
+          f"the signal")
+    assert proc.returncode == 130, err
+    assert err.splitlines() == ["envlock: interrupted"]
+    assert took < 10  # generous for a loaded machine; the lookup itself lasts 120 s
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_name_lookup_that_hangs_ends_at_the_deadline(slow_dns: Path,
+                                                       tmp_path: Path) -> None:
+    """The total deadline bounds the lookup too, not only the connect and the reads."""
+    proc, mark = _start_behind_slow_dns(slow_dns, tmp_path, ENVLOCK_INDEX_DEADLINE="3")
+    start = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=110)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    took = time.monotonic() - start
+    print(f"\nhanging name lookup with a 3 s deadline: exit {proc.returncode} after "
+          f"{took:.2f} s")
+    assert mark.read_text().strip()  # the lookup did start (and would have lasted 120 s)
+    assert proc.returncode == 4, err
+    assert len(err.splitlines()) <= 2 and "Traceback" not in err
+    assert "3 s deadline" in err, err
     assert _leftovers(tmp_path) == []
