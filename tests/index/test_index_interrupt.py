@@ -45,6 +45,31 @@ def _leftovers(tmp_path: Path) -> list:
     return [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp") or p.suffix == ".lock"]
 
 
+def _reading_a_drip(dripping: IndexServer, tmp_path: Path) -> subprocess.Popen:
+    """envlock started, with the default deadline (minutes: not what ends it), and blocked
+    in a dripping read."""
+    (tmp_path / "out").mkdir()
+    proc = _start(dripping, tmp_path)
+    if not dripping.drip_started.wait(120):
+        proc.kill()
+        raise AssertionError("envlock never reached the index")
+    time.sleep(0.5)  # let the read block; more waiting only makes the case harder
+    return proc
+
+
+def _interrupt(proc: subprocess.Popen, tmp_path: Path, during: str,
+               timeout: float = 60) -> None:
+    """Press Ctrl-C and check what a user must see: exit 130 within seconds (generous for
+    a loaded machine; measured well under one), the one line "envlock: interrupted", and
+    no partial file left."""
+    out, err, took = press_ctrl_c(proc, timeout=timeout)
+    print(f"\nSIGINT during {during}: exit {proc.returncode} {took:.2f} s after the signal")
+    assert proc.returncode == 130, err
+    assert err.splitlines() == ["envlock: interrupted"]
+    assert took < 10
+    assert _leftovers(tmp_path) == []
+
+
 def test_a_dripping_index_ends_at_the_deadline_with_one_line(dripping: IndexServer,
                                                              tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
@@ -68,12 +93,7 @@ def test_a_second_ctrl_c_ends_the_process_without_a_traceback(dripping: IndexSer
     KeyboardInterrupt inside threading's shutdown and printed a traceback."""
     import signal
 
-    (tmp_path / "out").mkdir()
-    proc = _start(dripping, tmp_path)
-    if not dripping.drip_started.wait(120):
-        proc.kill()
-        raise AssertionError("envlock never reached the index")
-    time.sleep(0.5)
+    proc = _reading_a_drip(dripping, tmp_path)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.05)
     out, err, took = press_ctrl_c(proc, timeout=60)
@@ -86,19 +106,8 @@ def test_a_second_ctrl_c_ends_the_process_without_a_traceback(dripping: IndexSer
 
 def test_ctrl_c_during_a_slow_index_read_ends_the_process_at_once(dripping: IndexServer,
                                                                   tmp_path: Path) -> None:
-    (tmp_path / "out").mkdir()
-    proc = _start(dripping, tmp_path)  # the default deadline (minutes) is not what ends it
-    if not dripping.drip_started.wait(120):
-        proc.kill()
-        raise AssertionError("envlock never reached the index")
-    time.sleep(0.5)  # let the read block; more waiting only makes the case harder
-    out, err, took = press_ctrl_c(proc, timeout=60)
-    print(f"\nSIGINT during a dripping read: exit {proc.returncode} {took:.2f} s after the "
-          f"signal")
-    assert proc.returncode == 130, err
-    assert err.splitlines() == ["envlock: interrupted"]
-    assert took < 10  # generous for a loaded machine; measured well under a second
-    assert _leftovers(tmp_path) == []
+    proc = _reading_a_drip(dripping, tmp_path)
+    _interrupt(proc, tmp_path, "a dripping read")
 
 
 class _FullListenQueue:
@@ -176,15 +185,9 @@ def test_ctrl_c_during_a_connect_that_hangs_ends_the_process_at_once(tmp_path: P
                 proc.kill()
                 raise AssertionError(f"envlock never started connecting: {proc.communicate()}")
             time.sleep(0.05)
-        out, err, took = press_ctrl_c(proc, timeout=120)
+        _interrupt(proc, tmp_path, "a hanging connect", timeout=120)
     finally:
         queue.close()
-    print(f"\nSIGINT during a hanging connect: exit {proc.returncode} {took:.2f} s after "
-          f"the signal")
-    assert proc.returncode == 130, err
-    assert err.splitlines() == ["envlock: interrupted"]
-    assert took < 10  # generous for a loaded machine; measured 0.26 s
-    assert _leftovers(tmp_path) == []
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +198,8 @@ def slow_dns(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(str(exc))
 
 
-def _start_behind_slow_dns(lib: Path, tmp_path: Path, **env: str) -> "tuple[subprocess.Popen, Path]":
+def _start_behind_slow_dns(lib: Path, tmp_path: Path,
+                           **env: str) -> "tuple[subprocess.Popen, Path]":
     """envlock resolving against two indexes whose names never resolve (the lookup blocks
     for 120 s in the C library), and the file that gets a line when a lookup starts."""
     mark = tmp_path / "lookups"
@@ -231,13 +235,7 @@ def test_ctrl_c_during_a_name_lookup_that_hangs_ends_the_process_at_once(
     proc, mark = _start_behind_slow_dns(slow_dns, tmp_path)
     _wait_for_lookup(proc, mark)
     time.sleep(0.5)  # let the lookup block; more waiting only makes the case harder
-    out, err, took = press_ctrl_c(proc, timeout=110)
-    print(f"\nSIGINT during a hanging name lookup: exit {proc.returncode} {took:.2f} s after "
-          f"the signal")
-    assert proc.returncode == 130, err
-    assert err.splitlines() == ["envlock: interrupted"]
-    assert took < 10  # generous for a loaded machine; the lookup itself lasts 120 s
-    assert _leftovers(tmp_path) == []
+    _interrupt(proc, tmp_path, "a hanging name lookup (it lasts 120 s)", timeout=110)
 
 
 def test_a_name_lookup_that_hangs_ends_at_the_deadline(slow_dns: Path,
