@@ -60,9 +60,12 @@ def run_tool(cmd: List[str], *, cwd: Optional[Path] = None, timeout: float = 120
                           timeout=timeout)
 
 
-def pip(*args: str, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    """The test venv's pip (the fresh environments have none of their own)."""
-    return run_tool([sys.executable, "-m", "pip", *args, "--no-cache-dir"], cwd=cwd)
+def pip(*args: str, cwd: Optional[Path] = None, cache_dir: Optional[Path] = None,
+        timeout: float = 120) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """The test venv's pip (the fresh environments have none of their own); no cache
+    unless ``cache_dir`` is given."""
+    cache = ["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache-dir"]
+    return run_tool([sys.executable, "-m", "pip", *args, *cache], cwd=cwd, timeout=timeout)
 
 
 def uv_bin() -> Path:

@@ -4,6 +4,8 @@ unreachable."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -36,14 +38,33 @@ def _platforms(python: str, platform: str, glibc: str) -> List[str]:
     return out
 
 
+#: pip's cache for the online dry runs, kept between runs of the suite: the newest torch
+#: for an H100 is about 3 GB of wheels. pip caches only complete downloads, and only what
+#: the index lets it cache (PyPI's files are immutable; a proxy that drops the caching
+#: headers gets nothing cached, and every try downloads everything again)
+PIP_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / \
+    "envlock-tests" / "pip-online"
+#: a hang guard, not a speed check: downloading and hashing ~3 GB on a loaded 2-core
+#: machine took longer than the 120 s first allowed (a load run failed on it)
+PIP_DEADLINE = 1200
+
+
 def _pip_install(args: List[str], req: Path):
-    """pip's hash-checked dry run, tried a second time when pip reports a hash mismatch:
-    a download cut short in transit (a proxy dropped a 228 MB wheel at 164 MB once; the
-    file itself had the locked hash) fails as a mismatch. A wrong hash in the lock fails
-    both times."""
-    proc = pip(*args, "-r", str(req))
-    if proc.returncode != 0 and "DO NOT MATCH THE HASHES" in proc.stderr + proc.stdout:
-        proc = pip(*args, "-r", str(req))
+    """pip's hash-checked dry run, tried up to three times when the network, not the lock,
+    failed it: a download cut short in transit (a proxy dropped a 228 MB wheel at 164 MB
+    once; the file itself had the locked hash) shows as a hash mismatch, and a stalled one
+    as pip running past the deadline. Where the index allows caching, a retry fetches
+    only what earlier tries did not get whole. A wrong hash in the lock fails every try."""
+    for attempt in range(3):
+        last = attempt == 2
+        try:
+            proc = pip(*args, "-r", str(req), cache_dir=PIP_CACHE, timeout=PIP_DEADLINE)
+        except subprocess.TimeoutExpired:
+            if last:
+                raise
+            continue
+        if proc.returncode == 0 or "DO NOT MATCH THE HASHES" not in proc.stderr + proc.stdout:
+            return proc
     return proc
 
 
