@@ -137,6 +137,7 @@ class Finder:
         self._cands: Dict[str, List[Cand]] = {}
         self._lock = threading.Lock()
         self._prefetched: Set[Tuple[str, str]] = set()
+        self._applies_memo: Dict[Tuple[int, str], Tuple[Requirement, bool]] = {}
 
     # -- pages ---------------------------------------------------------------------------
     def _pages(self, name: str, block: bool = True,
@@ -309,37 +310,53 @@ class Finder:
     def dependencies(self, cand: Cand) -> Tuple[List[Req], Optional[str]]:
         meta = self.client.metadata(cand.best)
         reqs: List[Req] = []
+        parent = str(cand)
         for r in meta.requirements():
-            for extra in (cand.extras or {""}):
-                env = dict(self.env, extra=extra)
-                if r.marker is not None and not r.marker.evaluate(env):
+            for extra in (cand.extras or ("",)):
+                if not self._applies(r, extra):
                     continue
-                if extra and (r.marker is None or "extra" not in str(r.marker)):
-                    continue  # base requirements belong to the base candidate
-                reqs.append(Req(canonicalize_name(r.name), r.specifier,
-                                frozenset(canonicalize_name(e) for e in r.extras),
-                                parent=str(cand)))
+                reqs.append(Req(_canon(r.name), r.specifier,
+                                frozenset(_canon(e) for e in r.extras), parent=parent))
                 break
         return reqs, meta.requires_python
 
+    def _applies(self, r: Requirement, extra: str) -> bool:
+        """Whether ``r`` belongs to the base candidate (``extra`` "") or to ``extra``, on
+        the target. Memoised by the requirement's identity (parsed requirements are shared,
+        see :mod:`envlock.index.metadata`): packaging's ``Marker.evaluate`` rebuilds the
+        running interpreter's whole environment on every call. The value keeps the
+        requirement alive, so its id cannot be reused while the entry exists."""
+        key = (id(r), extra)
+        hit = self._applies_memo.get(key)
+        if hit is not None and hit[0] is r:
+            return hit[1]
+        if r.marker is not None and not r.marker.evaluate(dict(self.env, extra=extra)):
+            ok = False
+        else:
+            # base requirements belong to the base candidate
+            ok = not extra or (r.marker is not None and "extra" in str(r.marker))
+        self._applies_memo[key] = (r, ok)
+        return ok
 
-_SAT: Dict[Tuple[int, Version], Tuple[SpecifierSet, bool]] = {}
+
+_SAT: Dict[Tuple[int, int], Tuple[SpecifierSet, Version, bool]] = {}
 _SAT_LOCK = threading.Lock()
 
 
 def _contains(spec: SpecifierSet, version: Version) -> bool:
-    """``spec.contains`` memoised by the specifier's identity: resolvelib asks the same
-    question many times, and hashing a SpecifierSet costs more than the answer. The value
-    keeps the specifier alive, so its id cannot be reused while the entry exists."""
-    key = (id(spec), version)
+    """``spec.contains`` memoised by the identity of the specifier and of the version:
+    resolvelib asks the same question many times, and hashing a SpecifierSet or a Version
+    (packaging's ``__hash__`` is Python code) costs more than the answer. The value keeps
+    both alive, so neither id can be reused while the entry exists."""
+    key = (id(spec), id(version))
     hit = _SAT.get(key)
-    if hit is not None and hit[0] is spec:
-        return hit[1]
+    if hit is not None and hit[0] is spec and hit[1] is version:
+        return hit[2]
     ok = spec.contains(version, prereleases=True)
     with _SAT_LOCK:
         if len(_SAT) > 200_000:
             _SAT.clear()
-        _SAT[key] = (spec, ok)
+        _SAT[key] = (spec, version, ok)
     return ok
 
 
@@ -417,6 +434,11 @@ def _fast_rank(filename: str, rank_of: Mapping[str, int],
                 if r is not None and (best is None or r < best):
                     best = r
     return best
+
+
+@lru_cache(maxsize=8192)
+def _canon(name: str) -> str:
+    return str(canonicalize_name(name))
 
 
 def _build_key(build: Tuple[Any, ...]) -> Tuple[int, ...]:
