@@ -38,7 +38,7 @@ from resolvelib.resolvers import ResolutionTooDeep
 from envlock.errors import ConflictError, InputError
 from envlock.index.client import IndexClient
 from envlock.index.config import redact
-from envlock.index.pages import Dist
+from envlock.index.pages import Dist, triple_key
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 
@@ -129,7 +129,7 @@ class Finder:
         self._tag_parts = (frozenset(t.interpreter for t in self.tag_rank),
                            frozenset(t.platform for t in self.tag_rank))
         self._matching: Dict[Tuple[str, str], List[Cand]] = {}
-        self._fits: Dict[str, bool] = {}
+        self._fits: Dict[str, Optional[int]] = {}
         self.python = Version(f"{target.python.rstrip('t')}.0")
         self.env = target.markers
         self.allowed = {canonicalize_name(k): v for k, v in (allowed_versions or {}).items()}
@@ -160,29 +160,27 @@ class Finder:
             if page is not None and page.filenames:
                 # wheels for other platforms or Pythons are left out by their file name
                 # before anything else is made of them (most of a big page)
-                return ix, page.select(self._may_fit)
+                return ix, page.select_triples(self._triple_fits)
         if not strict:
             fl = self.client.find_links_dists(name)
             if fl:
                 return fl[0].index, fl
         return (indexes[0] if indexes else ""), []
 
-    def _may_fit(self, filename: str) -> bool:
-        """False for a wheel whose tag triple no target tag matches (memoised by the
-        triple: a page repeats a few dozen of them over thousands of files)."""
-        if not filename.endswith(".whl"):
-            return True
-        end = filename.rfind("-")
-        end = filename.rfind("-", 0, end)
-        start = filename.rfind("-", 0, end)
-        if start < 0:
-            return True  # malformed: the full parse judges it
-        key = filename[start:]  # "-py-abi-platform.whl"
-        fits = self._fits.get(key)
-        if fits is None:
-            fits = self._fits[key] = _fast_rank(filename, self.tag_rank_str,
-                                                self._tag_parts) is not None
-        return fits
+    def _triple_fits(self, key: str) -> bool:
+        """False for a wheel tag triple (``"-py-abi-platform.whl"``, see
+        :func:`~envlock.index.pages.triple_key`) that no target tag matches."""
+        return self._triple_rank(key) is not None
+
+    def _triple_rank(self, key: str) -> Optional[int]:
+        """:func:`_fast_rank` of a wheel's tag triple, memoised by the triple: a page
+        repeats a few dozen of them over thousands of files."""
+        try:
+            return self._fits[key]
+        except KeyError:
+            rank = self._fits[key] = _fast_rank("x-0" + key, self.tag_rank_str,
+                                                self._tag_parts)
+            return rank
 
     def candidates(self, name: str, block: bool = True,
                    on_pending: Optional[Any] = None) -> Optional[List[Cand]]:
@@ -202,7 +200,9 @@ class Finder:
             if fn.endswith(".whl"):
                 # Most wheels on a page are for other platforms or Pythons: reject them by
                 # their filename's tag triple, before any parsing (the expensive part).
-                best = _fast_rank(fn, rank_of, self._tag_parts)
+                key = triple_key(fn)
+                best = (self._triple_rank(key) if key
+                        else _fast_rank(fn, rank_of, self._tag_parts))
                 if best is None:
                     continue
             p = d.parsed
