@@ -311,7 +311,7 @@ class Finder:
         meta = self.client.metadata(cand.best)
         reqs: List[Req] = []
         parent = str(cand)
-        for r in meta.requirements():
+        for r in meta.requirements_for(frozenset(map(_canon, cand.extras))):
             for extra in (cand.extras or ("",)):
                 if not self._applies(r, extra):
                     continue
