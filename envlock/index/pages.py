@@ -18,7 +18,6 @@ from itertools import chain, repeat
 from operator import itemgetter
 from dataclasses import dataclass
 from functools import lru_cache
-from html.parser import HTMLParser
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urldefrag, urljoin
 
@@ -372,32 +371,40 @@ def _canon(name: str) -> str:
     return str(canonicalize_name(name))
 
 
-class _AnchorParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.base: Optional[str] = None
-        self.anchors: List[Tuple[Dict[str, Optional[str]], List[str]]] = []
-        self._current: Optional[Tuple[Dict[str, Optional[str]], List[str]]] = None
+@lru_cache(maxsize=None)
+def _anchor_parser_class() -> Any:
+    """The class of an HTML parser that collects anchors (html.parser is imported only
+    for an HTML page: warm runs read parsed pages from the cache)."""
+    from html.parser import HTMLParser
 
-    def handle_starttag(self, tag: str, attrs: List[Tuple[str, Optional[str]]]) -> None:
-        if tag == "base" and self.base is None:
-            self.base = dict(attrs).get("href")
-        elif tag == "a":
-            self._current = (dict(attrs), [])
-            self.anchors.append(self._current)
+    class _AnchorParser(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.base: Optional[str] = None
+            self.anchors: List[Tuple[Dict[str, Optional[str]], List[str]]] = []
+            self._current: Optional[Tuple[Dict[str, Optional[str]], List[str]]] = None
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a":
-            self._current = None
+        def handle_starttag(self, tag: str, attrs: List[Tuple[str, Optional[str]]]) -> None:
+            if tag == "base" and self.base is None:
+                self.base = dict(attrs).get("href")
+            elif tag == "a":
+                self._current = (dict(attrs), [])
+                self.anchors.append(self._current)
 
-    def handle_data(self, data: str) -> None:
-        if self._current is not None:
-            self._current[1].append(data)
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "a":
+                self._current = None
+
+        def handle_data(self, data: str) -> None:
+            if self._current is not None:
+                self._current[1].append(data)
+
+    return _AnchorParser
 
 
 def parse_html(text: str, page_url: str, index: str, project: str) -> ProjectPage:
     """PEP 503 HTML page -> ProjectPage. Raises :class:`MalformedPage`."""
-    parser = _AnchorParser()
+    parser = _anchor_parser_class()()
     parser.feed(text)
     parser.close()
     base = _join(page_url, parser.base, page_url) if parser.base else page_url

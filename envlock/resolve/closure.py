@@ -253,8 +253,11 @@ class Finder:
 
     def _select(self, req_spec: SpecifierSet, name: str, cands: List[Cand]) -> List[Cand]:
         exact = any(s.operator in ("==", "===") for s in req_spec)
-        inside = [c for c in cands if (exact or c.best.yanked is None)
-                  and _contains(req_spec, c.version)]
+        if not len(req_spec):  # no specifier admits every version (pre-releases: below)
+            inside = [c for c in cands if c.best.yanked is None]
+        else:
+            inside = [c for c in cands if (exact or c.best.yanked is None)
+                      and _contains(req_spec, c.version)]
         mode = self.prerelease
         if mode == "allow":
             return inside
