@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from envlock import _toml
+from envlock import _toml, _toml_emit
+from envlock._toml_emit import Unsupported
 from envlock._files import atomic_write_text, read_user_text
 from envlock._text import clean_for_output, escape_controls, first_control
 from envlock.errors import InputError
@@ -33,10 +34,95 @@ __all__ = ["render_lock", "write_lock", "load_lock", "parse_lock", "atomic_write
 def render_lock(lock: Lock) -> str:
     """The lock as TOML. URL credentials are stripped from every string and control
     characters escaped (the command also goes into a comment, where a newline would
-    start a new line of TOML)."""
+    start a new line of TOML).
+
+    The header and ``[inputs]`` are built with tomlkit; the ``[[target]]`` tables, most of
+    the file, are written by :mod:`envlock._toml_emit` in tomlkit's exact layout (tests
+    hold the two byte-identical), falling back to tomlkit for any shape it does not know.
+    """
+    lock = clean_for_output(lock)
+    targets = sorted(lock.targets, key=lambda t: t.name)
+    if targets:
+        try:
+            tail = "".join(_target_text(t) for t in targets)
+        except Unsupported:
+            pass
+        else:
+            return _render_tomlkit(lock, with_targets=False) + tail
+    return _render_tomlkit(lock, with_targets=True)
+
+
+def _target_text(t: LockTarget) -> str:
+    """One ``[[target]]`` table and its sub-tables, as tomlkit writes them (see
+    :func:`_render_tomlkit`, the reference). Raises :class:`Unsupported`."""
+    e = _toml_emit
+    head: List[Any] = [("name", t.name), ("gpus", list(t.gpus)),
+                       ("gpu-models", list(t.gpu_models)),
+                       ("compute-capabilities", list(t.compute_capabilities))]
+    if t.family:
+        head.append(("family", t.family))
+    if t.machines != "one":
+        head.append(("machines", t.machines))
+    head += [("python", t.python), ("platform", t.platform), ("glibc", t.glibc)]
+    if t.driver:
+        head.append(("driver", t.driver))
+    if t.driver_min:
+        head.append(("driver-min", t.driver_min))
+    out = ["\n[[target]]\n", *e.lines(head),
+           f"driver-min-reasons = {_emit_multiline(t.driver_min_reasons)}\n",
+           f"closure = {e.value(t.closure)}\n",
+           f"decision = {_emit_multiline(t.decision)}\n"]
+    if t.torch is not None:
+        tc = t.torch
+        torch: List[Any] = [("version", tc.version), ("variant", tc.variant)]
+        if tc.cuda:
+            torch.append(("cuda", tc.cuda))
+        torch += [("index", tc.index), ("installed-version", tc.installed_version),
+                  ("on-pypi", tc.on_pypi)]
+        if tc.arch_list is not None:
+            torch.append(("arch-list", list(tc.arch_list)))
+        if tc.ptx is not None:
+            torch.append(("ptx", list(tc.ptx)))
+        out += ["\n[target.torch]\n", *e.lines(torch)]
+    out.append(e.sorted_table("target.libraries", t.libraries))
+    out.append(e.sorted_table("target.env", t.env))
+    for a in sorted(t.advisories, key=lambda a: (a.id, a.action)):
+        adv: List[Any] = [("id", a.id), ("action", a.action), ("summary", a.summary)]
+        if a.override:
+            adv.append(("override", list(a.override)))
+        if a.unknown:
+            adv.append(("unknown", list(a.unknown)))
+        out += ["\n[[target.advisory]]\n", *e.lines(adv)]
+    if not t.packages:
+        raise Unsupported("tomlkit moves an empty array of tables")
+    for p in sorted(t.packages, key=lambda p: p.name):
+        pkg: List[Any] = [("name", p.name), ("version", p.version)]
+        if p.specifier:
+            pkg.append(("specifier", p.specifier))
+        if p.index:
+            pkg.append(("index", p.index))
+        if p.direct:
+            pkg.append(("direct", True))
+        files = [e.inline_table([("name", f.name), ("url", f.url)]
+                                + ([("sha256", f.sha256)] if f.sha256 else []))
+                 for f in sorted(p.files, key=lambda f: f.name)]
+        out += ["\n[[target.package]]\n", *e.lines(pkg),
+                f"files = {e.multiline_array(files)}\n"]
+    return "".join(out)
+
+
+def _emit_multiline(items: Sequence[Any]) -> str:
+    """:func:`_multiline`'s array: one line when it holds at most one item."""
+    if len(items) > 1:
+        return _toml_emit.multiline_array([_toml_emit.string(i) for i in items])
+    return _toml_emit.inline_array(items)
+
+
+def _render_tomlkit(lock: Lock, with_targets: bool) -> str:
+    """The lock (already cleaned) rendered by tomlkit; without the ``[[target]]`` tables
+    when ``with_targets`` is false (:func:`_target_text` writes those)."""
     import tomlkit
 
-    lock = clean_for_output(lock)
     doc = tomlkit.document()
     doc.add(tomlkit.comment(f"This file is generated by envlock {lock.envlock_version}. "
                             f"Do not edit it by hand."))
@@ -52,6 +138,8 @@ def render_lock(lock: Lock) -> str:
     for k in sorted(lock.inputs):
         inputs[k] = _plain(lock.inputs[k])
     doc["inputs"] = inputs
+    if not with_targets:
+        return tomlkit.dumps(doc)
     targets = tomlkit.aot()
     for t in sorted(lock.targets, key=lambda t: t.name):
         tt = tomlkit.table()
