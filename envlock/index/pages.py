@@ -601,9 +601,21 @@ def _bare_names(names: Sequence[str]) -> bool:
     (which no bare name holds), the count of "/" shows whether any name held one."""
     joined = "/".join(names)
     return (joined.count("/") == len(names) - 1 and "\\" not in joined
-            and _CONTROL.search(joined) is None
+            and _no_controls(joined)
             and min(map(len, names)) >= 1 and max(map(len, names)) <= 255
             and "/.." not in "/" + joined and "/./" not in "/" + joined + "/")
+
+
+_CONTROL_BYTES = bytes(range(0x20)) + b"\x7f"
+
+
+def _no_controls(text: str) -> bool:
+    """``_CONTROL.search(text) is None``; for ASCII text (every PyPI file name) by deleting
+    the control bytes in one pass, several times faster than the regex on megabytes."""
+    if text.isascii():
+        raw = text.encode("ascii")
+        return len(raw.translate(None, _CONTROL_BYTES)) == len(raw)
+    return _CONTROL.search(text) is None
 
 
 def _sha256_digests(digests: Sequence[str], empty_ok: bool) -> bool:
@@ -680,9 +692,9 @@ def _cached_groups(data: Mapping[str, Any],
                    filenames: Sequence[str]) -> Optional[Dict[str, List[int]]]:
     """The cached page's grouping by tag triple, when it is exactly what
     :func:`group_by_triple` makes of its file names (else None: it is computed again).
-    Checked in C per group, not per file: every position once, and every name of a group
-    ends with the group's triple (names hold no line break, so counting ``triple + "\n"``
-    in the joined names counts the names that end with it)."""
+    Checked in C calls per group, not Python per file: every position once, and every
+    name of a group ends with the group's triple (a triple holds exactly three dashes, so
+    a name that ends with it has it as its :func:`triple_key`)."""
     groups = data.get("groups")
     if groups is None or groups.__class__ is not dict:
         return None
@@ -691,15 +703,17 @@ def _cached_groups(data: Mapping[str, Any],
     if not set(map(type, groups)) <= _STR or not set(map(type, ids_lists)) <= {list}:
         return None
     every = list(chain.from_iterable(ids_lists))
-    if len(every) != n or not set(map(type, every)) <= {int} or sorted(every) != list(range(n)):
+    # n ints, all different, from 0 to n - 1: every position exactly once
+    if len(every) != n or not set(map(type, every)) <= {int} or (
+            n and (len(set(every)) != n or min(every) != 0 or max(every) != n - 1)):
         return None
     for key, ids in groups.items():
-        if not ids or ids != sorted(ids):
+        if not ids:
             return None
         names = [filenames[ids[0]]] if len(ids) == 1 else list(itemgetter(*ids)(filenames))
         if key:
             if (key.count("-") != 3 or not key.startswith("-") or not key.endswith(".whl")
-                    or ("\n".join(names) + "\n").count(key + "\n") != len(ids)):
+                    or not all(map(str.endswith, names, repeat(key)))):
                 return None
         elif any(map(triple_key, names)):
             return None
