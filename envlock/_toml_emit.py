@@ -86,3 +86,42 @@ def lines(pairs: Sequence[Any], render: Callable[[Any], str] = value) -> List[st
 def sorted_table(header: str, mapping: Mapping[str, Any]) -> str:
     """A ``[header]`` table of plain values in key order, after a blank line."""
     return f"\n[{header}]\n" + "".join(lines([(k, mapping[k]) for k in sorted(mapping)]))
+
+
+def _scalar(v: Any) -> str:
+    """A string, boolean or integer (tomlkit writes an int as Python does)."""
+    if v.__class__ is int:
+        return str(v)
+    if v.__class__ in (list, tuple):
+        if any(x.__class__ not in (str, bool, int) for x in v):
+            raise Unsupported("a list of other than strings, booleans and integers")
+        return "[" + ", ".join(map(_scalar, v)) + "]"
+    return value(v)
+
+
+def _is_table(v: Any) -> bool:
+    return v.__class__ is dict
+
+
+def _is_aot(v: Any) -> bool:
+    return v.__class__ in (list, tuple) and bool(v) and all(map(_is_table, v))
+
+
+def table(header: str, mapping: Mapping[str, Any], aot: bool = False) -> str:
+    """``[header]`` (``[[header]]`` for an element of an array of tables) after a blank
+    line, its plain values in order, then its sub-tables and arrays of tables in order,
+    as tomlkit places them when a dict is assigned into a table. Shapes where tomlkit
+    does something else (a table holding only tables is a super-table without a header of
+    its own; tables inside an array's table) raise :class:`Unsupported`."""
+    plain = [(k, v) for k, v in mapping.items() if not (_is_table(v) or _is_aot(v))]
+    nested = [(k, v) for k, v in mapping.items() if _is_table(v) or _is_aot(v)]
+    if nested and (aot or not plain):
+        raise Unsupported("a table of tables, or tables in an array of tables")
+    out = [f"\n[[{header}]]\n" if aot else f"\n[{header}]\n", *lines(plain, _scalar)]
+    for k, v in nested:
+        name = f"{header}.{key(k)}"
+        if _is_table(v):
+            out.append(table(name, v))
+        else:
+            out.extend(table(name, item, aot=True) for item in v)
+    return "".join(out)

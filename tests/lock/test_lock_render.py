@@ -40,9 +40,17 @@ targets = st.builds(
     packages=st.lists(packages, max_size=3).map(tuple), closure=text, decision=texts,
     env=st.dictionaries(keys, text, max_size=2), machines=st.sampled_from(["one", "many"]),
     family=st.one_of(st.none(), text))
+scalars = st.one_of(text, st.booleans(), st.integers(-5, 10**12), st.none())
+input_keys = st.one_of(st.sampled_from(["cuda", "torch", "requirements", "env", "targets",
+                                        "requirement-files", "a b", ""]), keys)
+flat = st.dictionaries(input_keys, st.one_of(scalars, st.lists(scalars, max_size=3)),
+                       max_size=4)
+input_values = st.one_of(scalars, st.lists(st.one_of(text, st.booleans()), max_size=3),
+                         flat, st.lists(flat, max_size=2),
+                         st.dictionaries(input_keys, flat, max_size=2),
+                         st.lists(st.one_of(text, flat), max_size=2))
 locks = st.builds(Lock, text, text, text,
-                  st.dictionaries(st.sampled_from(["cuda", "torch", "requirements"]),
-                                  st.one_of(text, texts.map(list)), max_size=2),
+                  st.dictionaries(input_keys, input_values, max_size=5),
                   text, st.lists(targets, max_size=2).map(tuple))
 
 
@@ -50,7 +58,7 @@ def _reference(lock: Lock) -> str:
     return _render_tomlkit(clean_for_output(lock), with_targets=True)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(locks)
 def test_any_lock_renders_as_tomlkit_renders_it(lock: Lock) -> None:
     assert render_lock(lock) == _reference(lock)
