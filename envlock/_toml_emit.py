@@ -112,16 +112,24 @@ def table(header: str, mapping: Mapping[str, Any], aot: bool = False) -> str:
     line, its plain values in order, then its sub-tables and arrays of tables in order,
     as tomlkit places them when a dict is assigned into a table. Shapes where tomlkit
     does something else (a table holding only tables is a super-table without a header of
-    its own; tables inside an array's table) raise :class:`Unsupported`."""
+    its own; tables inside an array's table; an empty table in an array of tables) raise
+    :class:`Unsupported`."""
     plain = [(k, v) for k, v in mapping.items() if not (_is_table(v) or _is_aot(v))]
     nested = [(k, v) for k, v in mapping.items() if _is_table(v) or _is_aot(v)]
-    if nested and (aot or not plain):
-        raise Unsupported("a table of tables, or tables in an array of tables")
+    if nested:
+        first = next(iter(mapping.values()))
+        if aot or _is_table(first) or _is_aot(first):
+            # tomlkit writes no blank line before a table inserted first, and a table
+            # holding only tables is a super-table without a header of its own
+            raise Unsupported("a table first, or tables in an array of tables")
     out = [f"\n[[{header}]]\n" if aot else f"\n[{header}]\n", *lines(plain, _scalar)]
     for k, v in nested:
         name = f"{header}.{key(k)}"
         if _is_table(v):
             out.append(table(name, v))
+        elif not all(v):
+            raise Unsupported("an empty table in an array of tables (tomlkit drops the "
+                              "blank line after it)")
         else:
             out.extend(table(name, item, aot=True) for item in v)
     return "".join(out)

@@ -85,11 +85,11 @@ def parse_metadata(blob: bytes) -> Metadata:
         fields = {k: [str(v) for v in (msg.get_all(k) or [])] for k in _FIELDS}
 
     def first(key: str) -> str:
-        values = fields.get(key)  # type: ignore[union-attr]
+        values = fields.get(key)
         return values[0].strip() if values else ""
 
     def every(key: str) -> Tuple[str, ...]:
-        return tuple(v.strip() for v in fields.get(key) or [])  # type: ignore[union-attr]
+        return tuple(v.strip() for v in fields.get(key) or [])
 
     return Metadata(
         name=first("name"),

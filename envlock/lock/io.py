@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from envlock import _toml, _toml_emit
-from envlock._toml_emit import Unsupported
 from envlock._files import atomic_write_text, read_user_text
 from envlock._text import clean_for_output, escape_controls, first_control
+from envlock._toml_emit import Unsupported
 from envlock.errors import InputError
 from envlock.lock.model import (
     LOCK_VERSION,

@@ -200,8 +200,8 @@ class Finder:
             if fn.endswith(".whl"):
                 # Most wheels on a page are for other platforms or Pythons: reject them by
                 # their filename's tag triple, before any parsing (the expensive part).
-                key = triple_key(fn)
-                best = (self._triple_rank(key) if key
+                triple = triple_key(fn)
+                best = (self._triple_rank(triple) if triple
                         else _fast_rank(fn, rank_of, self._tag_parts))
                 if best is None:
                     continue

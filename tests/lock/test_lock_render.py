@@ -1,20 +1,25 @@
-"""The lock's ``[[target]]`` tables are written by envlock's small emitter; the file must be
-byte-for-byte what tomlkit writes for the same lock (the reference renderer), for real
-locks and for any strings: quotes, backslashes, control characters, unicode, line breaks,
-keys that need quoting."""
+"""The lock file is written by envlock's small emitter (tomlkit only for shapes it does not
+know); the file must be byte-for-byte what tomlkit writes for the same lock (the reference
+renderer), for real locks and for any strings and inputs: quotes, backslashes, control
+characters, unicode, line breaks, keys that need quoting, nested tables."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envlock._text import clean_for_output
 from envlock.lock.io import _render_tomlkit, load_lock, render_lock
-from envlock.lock.model import AppliedAdvisory, Lock, LockedFile, LockedPackage, LockTarget
-from envlock.lock.model import TorchChoice
+from envlock.lock.model import (
+    AppliedAdvisory,
+    Lock,
+    LockedFile,
+    LockedPackage,
+    LockTarget,
+    TorchChoice,
+)
 
 HOSTILE = ["", "plain", 'a"b', "a\\b", "line\nbreak", "tab\there", "cr\rlf", "\x00\x01\x7f",
            "é ü 中文 🚀", '"""', 'x"""y', "''' '", "\u2028\u00a0", "\\u0041", "[[target]]",
