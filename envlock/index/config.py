@@ -18,7 +18,6 @@ written into a lock (see :func:`redact`).
 
 from __future__ import annotations
 
-import configparser
 import os
 import sys
 from dataclasses import dataclass, field, replace
@@ -87,6 +86,8 @@ def load_index_config(env: Optional[Mapping[str, str]] = None, **cli: object) ->
     values: Dict[str, str] = {}
     origin: Dict[str, str] = {}
     for path in config_files(env):
+        import configparser  # only where a pip configuration file is read
+
         parser = configparser.RawConfigParser()
         try:
             if not parser.read(path, encoding="utf-8"):

@@ -16,7 +16,6 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
@@ -397,6 +396,8 @@ def _max_age(headers: Mapping[str, str]) -> Optional[float]:
     exp = headers.get("Expires")
     date = headers.get("Date")
     if exp and date:
+        from email.utils import parsedate_to_datetime  # only for an answer from the network
+
         try:
             return (parsedate_to_datetime(exp) - parsedate_to_datetime(date)).total_seconds()
         except (TypeError, ValueError):

@@ -9,8 +9,20 @@ asked), without hashes, and says so (``closure = "gpu-core"``).
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -84,8 +96,9 @@ def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
 
         client = IndexClient(config, cache_dir=cache_dir(), offline=request.offline)
     try:
-        targets = [_resolve_target(request, matrix, config, client, t, on_event)
-                   for t in request.targets]
+        with _fewer_collections():
+            targets = [_resolve_target(request, matrix, config, client, t, on_event)
+                       for t in request.targets]
     finally:
         if own:
             client.close()
@@ -97,6 +110,22 @@ def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
         command=command,
         targets=tuple(targets),
     )
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Run the resolution with the cyclic garbage collector's youngest generation at
+    50,000 allocations instead of 700. Reading the parsed pages allocates hundreds of
+    thousands of lists and strings that all live to the end, and nearly none form cycles;
+    at the default threshold the collector kept walking them (measured about a tenth of a
+    warm resolve). Reference counting still frees everything as usual; the previous
+    thresholds come back afterwards."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], 50_000), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _wanted_versions(matrix: Matrix, variant: TorchVariant,

@@ -38,7 +38,7 @@ from resolvelib.resolvers import ResolutionTooDeep
 from envlock.errors import ConflictError, InputError
 from envlock.index.client import IndexClient
 from envlock.index.config import redact
-from envlock.index.pages import Dist
+from envlock.index.pages import Dist, triple_key
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 
@@ -129,7 +129,7 @@ class Finder:
         self._tag_parts = (frozenset(t.interpreter for t in self.tag_rank),
                            frozenset(t.platform for t in self.tag_rank))
         self._matching: Dict[Tuple[str, str], List[Cand]] = {}
-        self._fits: Dict[str, bool] = {}
+        self._fits: Dict[str, Optional[int]] = {}
         self.python = Version(f"{target.python.rstrip('t')}.0")
         self.env = target.markers
         self.allowed = {canonicalize_name(k): v for k, v in (allowed_versions or {}).items()}
@@ -137,6 +137,7 @@ class Finder:
         self._cands: Dict[str, List[Cand]] = {}
         self._lock = threading.Lock()
         self._prefetched: Set[Tuple[str, str]] = set()
+        self._applies_memo: Dict[Tuple[int, str], Tuple[Requirement, bool]] = {}
 
     # -- pages ---------------------------------------------------------------------------
     def _pages(self, name: str, block: bool = True,
@@ -159,29 +160,27 @@ class Finder:
             if page is not None and page.filenames:
                 # wheels for other platforms or Pythons are left out by their file name
                 # before anything else is made of them (most of a big page)
-                return ix, page.select(self._may_fit)
+                return ix, page.select_triples(self._triple_fits)
         if not strict:
             fl = self.client.find_links_dists(name)
             if fl:
                 return fl[0].index, fl
         return (indexes[0] if indexes else ""), []
 
-    def _may_fit(self, filename: str) -> bool:
-        """False for a wheel whose tag triple no target tag matches (memoised by the
-        triple: a page repeats a few dozen of them over thousands of files)."""
-        if not filename.endswith(".whl"):
-            return True
-        end = filename.rfind("-")
-        end = filename.rfind("-", 0, end)
-        start = filename.rfind("-", 0, end)
-        if start < 0:
-            return True  # malformed: the full parse judges it
-        key = filename[start:]  # "-py-abi-platform.whl"
-        fits = self._fits.get(key)
-        if fits is None:
-            fits = self._fits[key] = _fast_rank(filename, self.tag_rank_str,
-                                                self._tag_parts) is not None
-        return fits
+    def _triple_fits(self, key: str) -> bool:
+        """False for a wheel tag triple (``"-py-abi-platform.whl"``, see
+        :func:`~envlock.index.pages.triple_key`) that no target tag matches."""
+        return self._triple_rank(key) is not None
+
+    def _triple_rank(self, key: str) -> Optional[int]:
+        """:func:`_fast_rank` of a wheel's tag triple, memoised by the triple: a page
+        repeats a few dozen of them over thousands of files."""
+        try:
+            return self._fits[key]
+        except KeyError:
+            rank = self._fits[key] = _fast_rank("x-0" + key, self.tag_rank_str,
+                                                self._tag_parts)
+            return rank
 
     def candidates(self, name: str, block: bool = True,
                    on_pending: Optional[Any] = None) -> Optional[List[Cand]]:
@@ -201,7 +200,9 @@ class Finder:
             if fn.endswith(".whl"):
                 # Most wheels on a page are for other platforms or Pythons: reject them by
                 # their filename's tag triple, before any parsing (the expensive part).
-                best = _fast_rank(fn, rank_of, self._tag_parts)
+                triple = triple_key(fn)
+                best = (self._triple_rank(triple) if triple
+                        else _fast_rank(fn, rank_of, self._tag_parts))
                 if best is None:
                     continue
             p = d.parsed
@@ -252,8 +253,11 @@ class Finder:
 
     def _select(self, req_spec: SpecifierSet, name: str, cands: List[Cand]) -> List[Cand]:
         exact = any(s.operator in ("==", "===") for s in req_spec)
-        inside = [c for c in cands if (exact or c.best.yanked is None)
-                  and _contains(req_spec, c.version)]
+        if not len(req_spec):  # no specifier admits every version (pre-releases: below)
+            inside = [c for c in cands if c.best.yanked is None]
+        else:
+            inside = [c for c in cands if (exact or c.best.yanked is None)
+                      and _contains(req_spec, c.version)]
         mode = self.prerelease
         if mode == "allow":
             return inside
@@ -309,37 +313,53 @@ class Finder:
     def dependencies(self, cand: Cand) -> Tuple[List[Req], Optional[str]]:
         meta = self.client.metadata(cand.best)
         reqs: List[Req] = []
-        for r in meta.requirements():
-            for extra in (cand.extras or {""}):
-                env = dict(self.env, extra=extra)
-                if r.marker is not None and not r.marker.evaluate(env):
+        parent = str(cand)
+        for r in meta.requirements_for(frozenset(map(_canon, cand.extras))):
+            for extra in (cand.extras or ("",)):
+                if not self._applies(r, extra):
                     continue
-                if extra and (r.marker is None or "extra" not in str(r.marker)):
-                    continue  # base requirements belong to the base candidate
-                reqs.append(Req(canonicalize_name(r.name), r.specifier,
-                                frozenset(canonicalize_name(e) for e in r.extras),
-                                parent=str(cand)))
+                reqs.append(Req(_canon(r.name), r.specifier,
+                                frozenset(_canon(e) for e in r.extras), parent=parent))
                 break
         return reqs, meta.requires_python
 
+    def _applies(self, r: Requirement, extra: str) -> bool:
+        """Whether ``r`` belongs to the base candidate (``extra`` "") or to ``extra``, on
+        the target. Memoised by the requirement's identity (parsed requirements are shared,
+        see :mod:`envlock.index.metadata`): packaging's ``Marker.evaluate`` rebuilds the
+        running interpreter's whole environment on every call. The value keeps the
+        requirement alive, so its id cannot be reused while the entry exists."""
+        key = (id(r), extra)
+        hit = self._applies_memo.get(key)
+        if hit is not None and hit[0] is r:
+            return hit[1]
+        if r.marker is not None and not r.marker.evaluate(dict(self.env, extra=extra)):
+            ok = False
+        else:
+            # base requirements belong to the base candidate
+            ok = not extra or (r.marker is not None and "extra" in str(r.marker))
+        self._applies_memo[key] = (r, ok)
+        return ok
 
-_SAT: Dict[Tuple[int, Version], Tuple[SpecifierSet, bool]] = {}
+
+_SAT: Dict[Tuple[int, int], Tuple[SpecifierSet, Version, bool]] = {}
 _SAT_LOCK = threading.Lock()
 
 
 def _contains(spec: SpecifierSet, version: Version) -> bool:
-    """``spec.contains`` memoised by the specifier's identity: resolvelib asks the same
-    question many times, and hashing a SpecifierSet costs more than the answer. The value
-    keeps the specifier alive, so its id cannot be reused while the entry exists."""
-    key = (id(spec), version)
+    """``spec.contains`` memoised by the identity of the specifier and of the version:
+    resolvelib asks the same question many times, and hashing a SpecifierSet or a Version
+    (packaging's ``__hash__`` is Python code) costs more than the answer. The value keeps
+    both alive, so neither id can be reused while the entry exists."""
+    key = (id(spec), id(version))
     hit = _SAT.get(key)
-    if hit is not None and hit[0] is spec:
-        return hit[1]
+    if hit is not None and hit[0] is spec and hit[1] is version:
+        return hit[2]
     ok = spec.contains(version, prereleases=True)
     with _SAT_LOCK:
         if len(_SAT) > 200_000:
             _SAT.clear()
-        _SAT[key] = (spec, ok)
+        _SAT[key] = (spec, version, ok)
     return ok
 
 
@@ -417,6 +437,11 @@ def _fast_rank(filename: str, rank_of: Mapping[str, int],
                 if r is not None and (best is None or r < best):
                     best = r
     return best
+
+
+@lru_cache(maxsize=8192)
+def _canon(name: str) -> str:
+    return str(canonicalize_name(name))
 
 
 def _build_key(build: Tuple[Any, ...]) -> Tuple[int, ...]:

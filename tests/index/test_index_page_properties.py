@@ -322,3 +322,99 @@ def test_a_link_with_a_line_break_is_read_as_urljoin_reads_it() -> None:
              "hashes": {"sha256": "a" * 64}}
     page = parse_json({"files": [entry]}, PAGE_URL, INDEX, "demo")
     assert [d.url for d in page.dists] == ["https://files.example/ahttps://files.example/b"]
+
+
+def _rows_for(names: Any) -> Any:
+    return [[n, "https://files.example/packages/" + str(i), "a" * 64, None, None,
+             {"sha256": "b" * 64}, None, None] for i, n in enumerate(names)]
+
+
+wheel_triples = st.sampled_from(["-py3-none-any.whl", "-cp311-cp311-manylinux_2_17_x86_64.whl",
+                                 "-cp311-cp311-win_amd64.whl", "-py2.py3-none-any.whl"])
+page_names = st.lists(st.one_of(
+    st.builds(lambda v, t: f"demo-{v}{t}", st.sampled_from(["1.0", "2.0", "1.0-1"]),
+              wheel_triples),
+    st.sampled_from(["demo-1.0.tar.gz", "demo-1.0-any.whl", "demo.whl", "other-1.0.zip",
+                     "demo-1.0-py3-none-any.whl.asc", "demo-1-2-3-4-5-6.whl"]),
+    st.text("ab-.whl", max_size=20).filter(lambda t: t not in ("", ".", "..")
+                                           and not t.startswith(".."))), max_size=12)
+
+
+@SETTINGS
+@given(page_names, st.sets(wheel_triples))
+def test_selecting_by_triple_is_selecting_by_file_name(names: Any, fitting: Any) -> None:
+    """``select_triples`` asks once per tag triple what asking per file name would answer,
+    in page order, from a fresh page and from its cached form (which keeps the grouping)."""
+    from envlock.index.pages import triple_key
+
+    def fits(key: str) -> bool:
+        return key in fitting
+
+    page = ProjectPage("demo", INDEX, PAGE_URL, rows=_rows_for(names))
+    want = page.select(lambda fn: not triple_key(fn) or fits(triple_key(fn)))
+    assert page.select_triples(fits) == want
+    blob = page_to_cache(page)
+    again = page_from_cache(blob)
+    assert again._groups == page.groups()  # the cached grouping was accepted
+    assert again.select_triples(fits) == want
+
+
+def test_a_tampered_grouping_in_the_cache_is_not_used() -> None:
+    """The cached grouping by tag triple decides which files a resolver sees: one that is
+    not exactly what the file names give (a file moved to another triple, left out, listed
+    twice, a position that is not an int) is dropped and computed again, so a planted entry
+    cannot hide a file that way."""
+    names = ["demo-1.0-py3-none-any.whl", "demo-1.0-cp311-cp311-win_amd64.whl",
+             "demo-1.0.tar.gz", "demo-2.0-py3-none-any.whl"]
+    page = ProjectPage("demo", INDEX, PAGE_URL, rows=_rows_for(names))
+    data = json.loads(page_to_cache(page))
+    assert data["groups"] == {"-py3-none-any.whl": [0, 3], "-cp311-cp311-win_amd64.whl": [1],
+                              "": [2]}
+    tampered = [
+        {"-py3-none-any.whl": [0], "-cp311-cp311-win_amd64.whl": [1, 3], "": [2]},
+        {"-py3-none-any.whl": [0, 3], "-cp311-cp311-win_amd64.whl": [1]},
+        {"-py3-none-any.whl": [0, 3, 3], "-cp311-cp311-win_amd64.whl": [1], "": [2]},
+        {"-py3-none-any.whl": [0, True], "-cp311-cp311-win_amd64.whl": [1], "": [2, 3]},
+        {"-py3-none-any.whl": [0, 3], "": [1, 2]},
+        {"-none-any.whl": [0, 3], "-cp311-cp311-win_amd64.whl": [1], "": [2]},
+        {"-py3-none-any.whl": [0, 3], "-cp311-cp311-win_amd64.whl": [1], "": [2], "x": []},
+        [[0, 1, 2, 3]],
+    ]
+    keep_all_but_win = lambda key: "win" not in key  # noqa: E731
+    for groups in tampered:
+        again = page_from_cache(json.dumps({**data, "groups": groups}).encode())
+        assert again._groups is None, groups
+        assert [d.filename for d in again.select_triples(keep_all_but_win)] == \
+            ["demo-1.0-py3-none-any.whl", "demo-1.0.tar.gz", "demo-2.0-py3-none-any.whl"]
+
+
+@SETTINGS
+@given(st.lists(st.one_of(st.none(), st.just({}),
+                          st.dictionaries(algos, hash_values, min_size=1, max_size=2),
+                          st.builds(lambda h: {"sha256": h}, hash_values)), max_size=5))
+def test_the_metadata_hash_column_check_is_the_row_check(column: Any) -> None:
+    """The fast check of a cached page's metadata hashes accepts only columns that the
+    row-by-row rule accepts, and then gives each row the same hashes."""
+    from envlock.index.pages import (
+        MalformedPage,
+        _dist_from_checked_row,
+        _metadata_hashes,
+        _one_sha256_each,
+    )
+
+    try:
+        fast = _one_sha256_each(column)
+    except TypeError:
+        fast = False
+    if not fast:
+        return
+    for i, m in enumerate(column):
+        if m is None:
+            continue
+        try:
+            slow = _metadata_hashes(m, "demo")
+        except MalformedPage:  # pragma: no cover - the property's failure
+            raise AssertionError(f"the column check accepted {m!r}") from None
+        row = ["demo-1.0.tar.gz", "https://files.example/x", "", None, None, m, None, None]
+        d = _dist_from_checked_row(row, INDEX, "demo")
+        assert d is not None and d.metadata == slow

@@ -197,3 +197,20 @@ def test_credentials_are_used_but_never_shown(server: IndexServer, tmp_path: Pat
     for root, _, files in os.walk(tmp_path):
         for f in files:
             assert b"s3cret" not in Path(root, f).read_bytes()
+
+
+def test_a_warm_cache_is_read_without_worker_threads_or_requests(server: IndexServer,
+                                                                  tmp_path: Path) -> None:
+    """Pages fresh in the cache and cached metadata are read in the caller's thread: a warm
+    run has nothing to wait for, and handing CPU work to workers only costs lock hand-offs.
+    The answers are the same as from the network."""
+    with client(server, tmp_path) as c:
+        page = c.page(server.url("pypi"), "demo")
+        cold = [(d.filename, d.sha256, c.metadata(d).requires_dist) for d in page.dists]
+    asked = len(server.requests())
+    with client(server, tmp_path) as c:
+        page = c.page(server.url("pypi"), "demo")
+        warm = [(d.filename, d.sha256, c.metadata(d).requires_dist) for d in page.dists]
+        assert c._pool is None  # no worker thread was started
+    assert warm == cold
+    assert len(server.requests()) == asked
