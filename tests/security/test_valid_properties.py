@@ -55,7 +55,8 @@ MIN_VALID = 0.90
 # the failing document is printed whole instead
 SETTINGS = settings(max_examples=examples(), deadline=None,
                     phases=[Phase.explicit, Phase.reuse, Phase.generate],
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                           HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])
 
 # -- hostile but valid values ---------------------------------------------------------------
@@ -66,10 +67,11 @@ _FRAGMENTS = ['"', "'", "\\", "\\\\", "#", " #", ";", "$", "${HOME}", "$(id)", "
               "&&", "|", "<", ">", "*", "!", "{", "}", "[", "]", "[[", "=", ":", ": ", "- ",
               "---", "%0a", "%", "\u00e9", "\U0001f600", "\u00a0", "\u3000", "\ufeff",
               "\u202e", "\u200b", "\\n", "RUN", "ENV", "FROM", "'''", '"""', "x" * 3000]
-_SAFE_CHAR = st.characters(blacklist_categories=("Cs",)).filter(lambda c: not CONTROL.match(c))
+_SAFE_CHAR = st.characters(blacklist_categories=("Cs", "Cc"),
+                           blacklist_characters="\u2028\u2029")
 _TEXT = st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(_SAFE_CHAR, max_size=8)),
                  max_size=6).map("".join)
-_NONEMPTY = _TEXT.filter(bool)
+_NONEMPTY = _TEXT.map(lambda s: s or "x")
 #: no white space at all (URLs and file names in a lock must hold none)
 _WORD = _TEXT.map(lambda s: "".join(c for c in s if not c.isspace()))
 _HEX = st.text("0123456789abcdef", min_size=64, max_size=64)
@@ -109,9 +111,8 @@ def _version_strategy() -> Any:
 
 
 _FILE_NAME = st.one_of(
-    st.builds(lambda stem, ext: stem + ext, _WORD.filter(lambda s: "/" not in s and "\\" not in s),
-              st.sampled_from([".whl", ".tar.gz", ".zip", ""])).filter(
-        lambda s: s not in ("", ".", "..") and "/" not in s and "\\" not in s),
+    st.builds(lambda stem, ext: "f" + stem.replace("/", "_").replace("\\", "_") + ext,
+              _WORD, st.sampled_from([".whl", ".tar.gz", ".zip", ""])),
     st.just("torch-2.5.1+cu121-cp311-cp311-linux_x86_64.whl"),
 )
 
@@ -186,7 +187,8 @@ def valid_lock(draw: Any, base: Dict[str, Any]) -> Tuple[Dict[str, Any], bool]:
         t["advisory"] = draw(st.lists(_ADVISORY, max_size=3))
         if not t["advisory"]:
             del t["advisory"]
-    broken = draw(st.integers(0, 19)) == 0
+    # not integers(0, 19) == 0: hypothesis draws the bounds of a range far more often
+    broken = draw(st.sampled_from([False] * 19 + [True]))
     if broken:  # one string somewhere gets a control character
         where = draw(st.sampled_from(["command", "version", "decision", "index", "env"]))
         bad = draw(st.sampled_from(["\n--find-links http://evil/", "\x1b[2J", "\u2028x",
@@ -217,8 +219,11 @@ def _lock_pins(doc: Dict[str, Any], target: str) -> Dict[str, Tuple[str, Tuple[s
 
 
 def _lock_indexes(doc: Dict[str, Any], target: str) -> set:
+    """The lock's indexes as exports write them: credentials (``user@``) stripped."""
+    from envlock._redact import strip_userinfo
+
     t = next(t for t in doc["target"] if t["name"] == target)
-    return {p["index"] for p in t["package"] if p.get("index")}
+    return {strip_userinfo(p["index"]) for p in t["package"] if p.get("index")}
 
 
 def _pip_lines(path: Path) -> Iterator[Any]:
