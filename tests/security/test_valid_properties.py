@@ -416,3 +416,110 @@ def test_zz_most_generated_locks_validate() -> None:
     share = tally["valid"] / total
     print(f"\ngenerated locks: {total}, valid: {tally['valid']} ({share:.1%})")
     assert share >= MIN_VALID
+
+
+# -- snapshots ------------------------------------------------------------------------------
+
+#: snapshots are machine facts, not rendered files: the reader keeps control characters, so
+#: they are generated too, and ``verify``/``doctor`` must print them escaped
+_ANY_TEXT = st.one_of(_TEXT, st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+                      st.sampled_from(["\x1b[2J\x1b[H", "\n\nPASS", "\r", "\u2028", "\x00"]))
+_OPT_TEXT = st.one_of(st.none(), _ANY_TEXT)
+_VERSIONISH = st.one_of(st.none(), _version_strategy(), _ANY_TEXT)
+_DRIVER = st.one_of(st.none(), st.from_regex(r"[0-9]{2,3}(\.[0-9]{1,3}){1,2}", fullmatch=True))
+_CC = st.one_of(st.none(), st.from_regex(r"[0-9]{1,2}\.[0-9]", fullmatch=True))
+_ARCH = st.builds("{}_{}{}".format, st.sampled_from(["sm", "compute"]),
+                  st.integers(10, 130), st.sampled_from(["", "a", "f"]))
+
+
+@st.composite
+def valid_snapshot(draw: Any, base: Dict[str, Any]) -> Dict[str, Any]:
+    doc = json.loads(json.dumps(base))
+    for key in ("hostname", "os", "distro", "kernel", "machine", "container",
+                "virtualization"):
+        if draw(st.booleans()):
+            doc["host"][key] = draw(_OPT_TEXT)
+    doc["host"]["glibc"] = draw(_VERSIONISH)
+    doc["host"]["shm_bytes"] = draw(st.one_of(st.none(), st.integers(0, 2**70)))
+    doc["host"]["cpu_count"] = draw(st.one_of(st.none(), st.integers(0, 10**6)))
+    doc["python"] = {"version": draw(st.one_of(_VERSIONISH, st.sampled_from(
+        ["3.11.9", "3.13.0t", "3.14.0a1+"]))), "implementation": draw(_OPT_TEXT),
+        "executable": draw(_OPT_TEXT)}
+    if draw(st.integers(0, 9)) == 0:
+        doc["driver"] = None
+    else:
+        doc["driver"] = {"version": draw(_DRIVER),
+                         "cuda": draw(st.one_of(st.none(), st.from_regex(
+                             r"[0-9]{1,2}\.[0-9]{1,2}", fullmatch=True))),
+                         "fabric_manager": draw(st.sampled_from(
+                             ["running", "not-running", "not-applicable", None])),
+                         "error": draw(_OPT_TEXT), "source": draw(_OPT_TEXT)}
+    if draw(st.booleans()):
+        gpus = []
+        for i in range(draw(st.integers(0, 9))):
+            gpus.append({"index": i, "name": draw(st.one_of(_OPT_TEXT, st.sampled_from(
+                ["NVIDIA H100 80GB HBM3", "NVIDIA H20", "NVIDIA GeForce RTX 5090"]))),
+                "uuid": draw(_OPT_TEXT), "compute_capability": draw(_CC),
+                "memory_mib": draw(st.one_of(st.none(), st.integers(0, 2**40))),
+                "pci_bus_id": draw(_OPT_TEXT), "mig": draw(st.one_of(st.none(), st.booleans())),
+                "lost": draw(st.one_of(st.none(), st.booleans()))})
+        doc["gpus"] = gpus
+        doc["links"] = []
+    if draw(st.booleans()):
+        doc["packages"].update(draw(st.dictionaries(_ANY_TEXT, _ANY_TEXT, max_size=6)))
+    if draw(st.booleans()):
+        doc["packages"] = {k: draw(_VERSIONISH.map(lambda v: v or "")) if draw(st.booleans())
+                           else v for k, v in doc["packages"].items()}
+    for lib in doc["libraries"]:
+        if draw(st.booleans()):
+            lib.update(version=draw(_VERSIONISH), path=draw(_OPT_TEXT), owner=draw(_OPT_TEXT))
+    if draw(st.integers(0, 5)) == 0:
+        doc["torch"] = None
+    else:
+        doc["torch"] = {"version": draw(_VERSIONISH), "cuda": draw(st.one_of(
+                            st.none(), st.sampled_from(["12.4", "11.8", "12.8.1", "13.0"]))),
+                        "cudnn": draw(_VERSIONISH), "nccl": draw(_VERSIONISH),
+                        "arch_list": draw(st.one_of(st.none(), st.lists(_ARCH, max_size=6))),
+                        "source": draw(_OPT_TEXT)}
+    doc["env"] = draw(st.dictionaries(st.one_of(_ANY_TEXT, st.sampled_from(
+        ["CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "LD_LIBRARY_PATH", "NCCL_P2P_DISABLE"])),
+        _ANY_TEXT, max_size=5))
+    doc["notes"] = draw(st.lists(_ANY_TEXT, max_size=3))
+    if draw(st.booleans()):
+        doc["hardware_source"] = draw(_OPT_TEXT)
+    return doc
+
+
+@SETTINGS
+@given(data=st.data())
+def test_valid_generated_snapshots(tmp_path_factory: Any, snapshot_base: Dict[str, Any],
+                                   data: st.DataObject) -> None:
+    doc = data.draw(valid_snapshot(snapshot_base))
+    path = tmp_path_factory.mktemp("snap") / "gen.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    codes = []
+    for argv in (["verify", "--lock", str(LOCK), "--target", "h100-sxm", "--snapshot",
+                  str(path)],
+                 ["verify", "--lock", str(LOCK), "--target", "h100-sxm", "--snapshot",
+                  str(path), "--json"],
+                 ["doctor", "--snapshot", str(path)],
+                 ["doctor", "--snapshot", str(path), "--json"]):
+        r = run_cli(argv)
+        assert_contract(r, argv)
+        _no_raw_controls(r, argv)
+        codes.append(r.code)
+        if "--json" in argv:
+            json.loads(r.stdout)
+    valid = all(c in (0, 1) for c in codes)
+    _TALLY["snapshot"]["valid" if valid else "refused"] += 1
+    event("valid" if valid else f"refused: {codes}")
+
+
+def test_zz_most_generated_snapshots_validate() -> None:
+    tally = _TALLY["snapshot"]
+    total = sum(tally.values())
+    if not total:
+        pytest.skip("the snapshot property did not run in this session")
+    share = tally["valid"] / total
+    print(f"\ngenerated snapshots: {total}, valid: {tally['valid']} ({share:.1%})")
+    assert share >= MIN_VALID
