@@ -226,19 +226,33 @@ def _lock_indexes(doc: Dict[str, Any], target: str) -> set:
     return {strip_userinfo(p["index"]) for p in t["package"] if p.get("index")}
 
 
+def _pip_parser() -> Any:
+    """pip's own requirements-file parser (pip internals: None when they moved)."""
+    try:
+        from pip._internal.network.session import PipSession
+        from pip._internal.req.req_file import RequirementsFileParser, get_line_parser
+    except ImportError:  # pragma: no cover - a pip without these internals
+        return None
+    return RequirementsFileParser(PipSession(), get_line_parser(None))
+
+
+_PIP = _pip_parser()
+
+
 def _pip_lines(path: Path) -> Iterator[Any]:
     """The requirements file's logical lines, parsed by pip itself (no recursion into -r)."""
-    from pip._internal.network.session import PipSession
-    from pip._internal.req.req_file import RequirementsFileParser, get_line_parser
-
-    parser = RequirementsFileParser(PipSession(), get_line_parser(None))
-    yield from parser._parse_file(str(path), constraint=False)
+    yield from _PIP._parse_file(str(path), constraint=False)
 
 
 def _check_requirements(path: Path, doc: Dict[str, Any], target: str) -> None:
     pins = _lock_pins(doc, target)
     indexes = _lock_indexes(doc, target)
     seen: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
+    if _PIP is None:  # pragma: no cover - no pip parser: the active lines, roughly
+        for line in path.read_text(encoding="utf-8").splitlines():
+            assert line == "" or line.startswith(("#", "--index-url ", "--extra-index-url ",
+                                                  "    --hash=sha256:")) or "==" in line
+        return
     for line in _pip_lines(path):
         opts = vars(line.opts)
         active = {k: v for k, v in opts.items() if v not in (None, [], False)
