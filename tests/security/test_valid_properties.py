@@ -23,6 +23,7 @@ by instruction (exactly the instructions envlock writes, whatever the lock holds
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import sys
@@ -226,6 +227,7 @@ def _lock_indexes(doc: Dict[str, Any], target: str) -> set:
     return {strip_userinfo(p["index"]) for p in t["package"] if p.get("index")}
 
 
+@functools.lru_cache(maxsize=None)
 def _pip_parser() -> Any:
     """pip's own requirements-file parser (pip internals: None when they moved)."""
     try:
@@ -236,19 +238,16 @@ def _pip_parser() -> Any:
     return RequirementsFileParser(PipSession(), get_line_parser(None))
 
 
-_PIP = _pip_parser()
-
-
 def _pip_lines(path: Path) -> Iterator[Any]:
     """The requirements file's logical lines, parsed by pip itself (no recursion into -r)."""
-    yield from _PIP._parse_file(str(path), constraint=False)
+    yield from _pip_parser()._parse_file(str(path), constraint=False)
 
 
 def _check_requirements(path: Path, doc: Dict[str, Any], target: str) -> None:
     pins = _lock_pins(doc, target)
     indexes = _lock_indexes(doc, target)
     seen: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
-    if _PIP is None:  # pragma: no cover - no pip parser: the active lines, roughly
+    if _pip_parser() is None:  # pragma: no cover - no pip parser: the active lines, roughly
         for line in path.read_text(encoding="utf-8").splitlines():
             assert line == "" or line.startswith(("#", "--index-url ", "--extra-index-url ",
                                                   "    --hash=sha256:")) or "==" in line
