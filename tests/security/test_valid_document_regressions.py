@@ -131,3 +131,16 @@ def test_control_characters_from_a_snapshot_are_printed_escaped(tmp_path: Path,
     assert not raw, raw
     if cmd == "verify":  # the drift is still reported, written visibly
         assert "2.5.1\\x9b2J" in r.stdout
+
+
+@pytest.mark.parametrize("index", ["https://mirror.example/simple:", "https://h/12:30",
+                                   "https://h/!tag", "https://h/*alias"])
+def test_conda_export_items_stay_strings(tmp_path: Path, index: str) -> None:
+    """A plain YAML item ending in ':' was read back as a mapping, not a pip line."""
+    yaml = pytest.importorskip("yaml")
+    lock = _index_everywhere(tmp_path, index)
+    r = run_cli(["export", "--lock", str(lock), "--format", "conda", "--target", "h20"])
+    assert r.code == 0, r.stderr
+    items = yaml.safe_load(r.stdout)["dependencies"][-1]["pip"]
+    assert all(isinstance(i, str) for i in items), items
+    assert items[0].split(" ")[-1].strip("'") == index
