@@ -4,7 +4,8 @@
 * an index URL holding a quote made an exported requirements file unreadable to pip, and
   ``${NAME}`` in it would have been expanded by pip from the installing environment;
 * the conda export wrote characters beyond U+FFFF as JSON surrogate pairs, which a YAML
-  reader turns into two lone surrogates;
+  reader turns into two lone surrogates, and wrote a pip item ending in ``:`` plain, which
+  YAML reads as a mapping;
 * a lock whose ``driver-min`` is not a version, and a snapshot whose ``torch.cuda`` is not
   a CUDA version, ended ``verify`` in an internal error (exit 70);
 * ``verify`` and ``doctor`` printed control characters from a snapshot raw (``\\x9b`` is
