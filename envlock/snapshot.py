@@ -195,6 +195,10 @@ class Snapshot:
                         r.fail(f"torch.arch_list[{i}]",
                                f"{a[:40]!r} is not a GPU target like 'sm_90' or 'compute_90'")
             torch = r.record(TorchInfo, t, "torch")
+            # checks take the CUDA major from it: text such as "D,x" was an internal error
+            if torch.cuda is not None and not re.fullmatch(r"[0-9]{1,2}(\.[0-9]{1,3}){0,2}",
+                                                           torch.cuda):
+                r.fail("torch.cuda", f"{torch.cuda[:40]!r} is not a CUDA version like '12.4'")
         packages = r.str_map(data.get("packages") or {}, "packages")
         env = r.str_map(data.get("env") or {}, "env")
         known = {"schema", "taken_at", "host", "python", "driver", "gpus", "links", "packages",

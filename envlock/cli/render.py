@@ -64,7 +64,16 @@ def not_checked_lines(skipped: Sequence[Tuple[str, str]], verbose: bool = False,
 def report_text(findings: Sequence[Finding], *, subject: str, verbose: bool = False,
                 skipped: Sequence[Tuple[str, str]] = (), ok_text: str = "ok",
                 style: Style = PLAIN, width: int = 100) -> str:
-    """The screen: summary line, one entry per finding, what was not checked."""
+    """The screen: summary line, one entry per finding, what was not checked.
+
+    Findings quote what a snapshot or lock holds (package names, versions, paths, GPU
+    names), so control characters are escaped first: a snapshot's ``\x9b`` or ``\x1b[2J``
+    must not drive the terminal of whoever runs ``verify`` or ``doctor`` on it."""
+    from envlock._text import escape_controls, map_strings
+
+    findings = [map_strings(f, escape_controls) for f in findings]
+    subject = escape_controls(subject)
+    skipped = map_strings(tuple(skipped), escape_controls)
     first = f"{subject}: {summary(findings, ok_text=ok_text)}"
     worst = next((f.severity for f in findings if not getattr(f, "not_confirmed", ())), None)
     lines = [style.paint(first, *(("red", "bold") if worst == "error" else

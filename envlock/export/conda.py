@@ -29,6 +29,11 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_.+=<>!~*,/-][A-Za-z0-9_.+=<>!~*,/:@%-]*"
                     r"( [A-Za-z0-9_.+=<>!~*,/:@%-]+)*$")
 
 
+#: a plain scalar starts with a letter (or "--" and a letter): never a number, ".inf", a
+#: tag ("!"), an alias ("*") or a sequence entry ("- ")
+_PLAIN_START = re.compile(r"^(--)?[A-Za-z]")
+
+
 def yaml_scalar(text: str) -> str:
     """``text`` as a YAML scalar: plain when that is unambiguous, else double-quoted.
 
@@ -36,11 +41,25 @@ def yaml_scalar(text: str) -> str:
     'numpy==2.1.3'
     >>> yaml_scalar("a: b")
     '"a: b"'
+    >>> yaml_scalar("--index-url https://h/simple:")  # plain, a trailing ':' makes a mapping
+    '"--index-url https://h/simple:"'
+    >>> print(yaml_scalar("x: \U0001f600\uffff"))
+    "x: \U0001f600\\uffff"
     """
-    if _PLAIN.match(text) and ": " not in text and " #" not in text and \
+    if _PLAIN.match(text) and _PLAIN_START.match(text) and ": " not in text and \
+            " #" not in text and not text.endswith(":") and \
             text.lower() not in ("yes", "no", "true", "false", "null", "on", "off", "~"):
         return text
-    return json.dumps(text)
+    # ensure_ascii would write a character beyond U+FFFF as a JSON surrogate pair, which a
+    # YAML reader decodes to two lone surrogates: keep the text as it is and escape only
+    # what YAML does not allow in a document
+    return _NOT_YAML.sub(lambda m: f"\\u{ord(m.group(0)):04x}",
+                         json.dumps(text, ensure_ascii=False))
+
+
+#: characters outside YAML's printable set (they must be written as escapes)
+_NOT_YAML = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd"
+                       "\U00010000-\U0010ffff]")
 
 
 class CondaExporter(Exporter):

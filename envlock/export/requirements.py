@@ -9,6 +9,7 @@ exact pin on H20) that envlock chose on purpose. Hashes make the index options s
 
 from __future__ import annotations
 
+import shlex
 from typing import List
 
 from envlock.export.common import (
@@ -29,9 +30,26 @@ def index_option_lines(request: ExportRequest) -> List[str]:
     plan = index_plan(request.target)
     out = []
     if plan.primary:
-        out.append(f"--index-url {plan.primary}")
-    out += [f"--extra-index-url {ix}" for ix in plan.extras]
+        out.append(f"--index-url {pip_option_value(plan.primary)}")
+    out += [f"--extra-index-url {pip_option_value(ix)}" for ix in plan.extras]
     return out
+
+
+def pip_option_value(value: str) -> str:
+    """``value`` written so that pip reads back exactly ``value``.
+
+    pip expands ``${NAME}`` from the environment in every line of a requirements file, then
+    splits option lines with :func:`shlex.split`: an index URL holding a quote made the
+    whole file unreadable to pip, and one holding ``${AWS_SECRET_ACCESS_KEY}`` would send
+    that secret to the index. ``$`` before ``{`` is percent-encoded (the same URL to a
+    server) and the rest shell-quoted (unchanged when nothing needs quoting).
+
+    >>> pip_option_value("https://pypi.org/simple")
+    'https://pypi.org/simple'
+    >>> print(pip_option_value("https://h/${HOME}?a&b"))
+    'https://h/%24{HOME}?a&b'
+    """
+    return shlex.quote(value.replace("${", "%24{"))
 
 
 def hashed_lines(request: ExportRequest) -> List[str]:

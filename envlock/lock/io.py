@@ -357,6 +357,8 @@ def _check_values(lock: Lock, origin: str) -> None:
             if not _CC_RE.match(cc):
                 fail(f"{p}.compute-capabilities[{j}]", f"{_short(cc)} is not a compute "
                                                        f"capability like '9.0'")
+        if t.driver_min:  # verify compares the driver against it
+            version(f"{p}.driver-min", t.driver_min)
         if t.torch is not None:
             from envlock.kernels import parse_target
 
