@@ -312,6 +312,9 @@ _MAX_DEPTH = 16
 _NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?\Z")
 _TARGET_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._+-]*[A-Za-z0-9])?\Z")  # h100-sxm+a100
 _CC_RE = re.compile(r"^[0-9]{1,2}\.[0-9]\Z")
+_PYTHON_RE = re.compile(r"^[0-9]{1,2}\.[0-9]{1,3}t?\Z")  # 3.11, 3.13t
+_GLIBC_RE = re.compile(r"^[0-9]{1,2}\.[0-9]{1,3}\Z")
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
 
@@ -339,6 +342,8 @@ def _check_values(lock: Lock, origin: str) -> None:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
+    from envlock.platforms import PLATFORM_INFO
+
     def fail(path: str, msg: str) -> None:
         raise InputError(f"{origin}: {path}: {msg}")
 
@@ -359,6 +364,17 @@ def _check_values(lock: Lock, origin: str) -> None:
                                                        f"capability like '9.0'")
         if t.driver_min:  # verify compares the driver against it
             version(f"{p}.driver-min", t.driver_min)
+        # these reach the Dockerfile's FROM/ARG/ENV lines and conda's python= line
+        if not _PYTHON_RE.match(t.python):
+            fail(f"{p}.python", f"{_short(t.python)} is not a Python version like '3.11'")
+        if t.platform not in PLATFORM_INFO:
+            fail(f"{p}.platform", f"{_short(t.platform)} is not one of "
+                                  f"{', '.join(sorted(PLATFORM_INFO))}")
+        if t.glibc and not _GLIBC_RE.match(t.glibc):
+            fail(f"{p}.glibc", f"{_short(t.glibc)} is not a glibc version like '2.28'")
+        for key in sorted(t.env):
+            if not _ENV_KEY_RE.match(key):
+                fail(f"{p}.env", f"{_short(key)} is not an environment variable name")
         if t.torch is not None:
             from envlock.kernels import parse_target
 

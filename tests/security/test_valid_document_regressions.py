@@ -95,6 +95,30 @@ def test_a_driver_floor_that_is_not_a_version_is_an_input_error(tmp_path: Path) 
                                f"a version"), r.stderr
 
 
+@pytest.mark.parametrize("field,value,why", [
+    ("python", "3.11 AS x", "is not a Python version like '3.11'"),
+    ("platform", "linux_x86_64 --privileged", "is not one of "),
+    ("glibc", "2.28;id", "is not a glibc version like '2.28'"),
+    ("env", {"A B": "1"}, "is not an environment variable name"),
+    ("env", {"X=Y": "1"}, "is not an environment variable name"),
+])
+def test_target_fields_a_dockerfile_renders_must_be_well_formed(
+        tmp_path: Path, field: str, value: Any, why: str) -> None:
+    """The Python version, platform, glibc and env names reach the Dockerfile's FROM, ARG
+    and ENV lines and conda's ``python=`` line as they are: found by reading the
+    exporters after the valid-document properties, which never generated them."""
+    lock = _lock_with(tmp_path, **{field: value})
+    out = tmp_path / "ctx"
+    argv = ["export", "--lock", str(lock), "--format", "dockerfile", "--target", "h20",
+            "-o", str(out)]
+    r = run_cli(argv)
+    assert_contract(r, argv)
+    assert r.code == 2
+    assert r.stderr.startswith(f"envlock: error: {lock}: target[0].{field}: "), r.stderr
+    assert why in r.stderr.splitlines()[0]
+    assert not out.exists()
+
+
 def _snapshot_with(tmp_path: Path, change: Dict[str, Any]) -> Path:
     doc = json.loads(SNAPSHOT.read_text())
     for key, value in change.items():
