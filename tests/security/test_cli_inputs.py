@@ -11,12 +11,8 @@ from pathlib import Path
 import pytest
 
 from envlock.matrix.patterns import pattern_problem
-
 from tests.security.cli_run import assert_contract, run_cli
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-SNAPSHOT = DATA / "snapshots" / "h100-match.json"
-LOCK = DATA / "locks" / "cu121-h100-h20.lock"
+from tests.security.documents import LOCK, SNAPSHOT
 
 
 @pytest.mark.parametrize("argv,message", [

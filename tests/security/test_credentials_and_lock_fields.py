@@ -11,12 +11,9 @@ import pytest
 
 from envlock.export import export
 from envlock.lock.io import parse_lock, render_lock
-
 from tests.security.cli_run import assert_contract, run_cli
+from tests.security.documents import DATA, FORMATS, LOCK
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-LOCK = DATA / "locks" / "cu121-h100-h20.lock"
-FORMATS = ["requirements", "constraints", "pylock", "uv", "conda", "dockerfile"]
 SECRET = "S3CRETpw"
 
 

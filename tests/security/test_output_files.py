@@ -12,11 +12,9 @@ import pytest
 
 from envlock._files import atomic_write_text, read_user_text
 from envlock.errors import InputError
-
 from tests.security.cli_run import run_cli
+from tests.security.documents import DATA, LOCK
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-LOCK = DATA / "locks" / "cu121-h100-h20.lock"
 EXPORT = ["export", "--lock", str(LOCK), "--format", "constraints", "--target", "h100-sxm"]
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import pickle
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +25,8 @@ from hypothesis import strategies as st
 
 from tests.security import toml_text
 from tests.security.cli_run import assert_contract, run_cli
+from tests.security.documents import FORMATS, LOCK, SNAPSHOT, tomllib
 from tests.security.props import examples
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-LOCK = DATA / "locks" / "cu121-h100-h20.lock"
-SNAPSHOT = DATA / "snapshots" / "h100-match.json"
-FORMATS = ["requirements", "constraints", "pylock", "uv", "conda", "dockerfile"]
 
 SETTINGS = settings(max_examples=examples(), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

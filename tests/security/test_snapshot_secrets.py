@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from envlock.cli import Output, main
 from envlock.probe.host import relevant_env
-
 from tests.security.props import examples
 
 # the names and values the issue found written into snapshot.json

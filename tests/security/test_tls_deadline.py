@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support.signals import default_sigint, press_ctrl_c
+
 from tests.security.cli_run import assert_contract, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Dict
 
@@ -24,15 +23,7 @@ import pytest
 from envlock._text import CONTROL
 from tests.security import toml_text
 from tests.security.cli_run import assert_contract, run_cli
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-LOCK = DATA / "locks" / "cu121-h100-h20.lock"
-SNAPSHOT = DATA / "snapshots" / "h100-match.json"
+from tests.security.documents import LOCK, SNAPSHOT, tomllib
 
 
 def _lock_with(tmp_path: Path, **target_fields: Any) -> Path:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import shlex
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
@@ -38,17 +37,9 @@ from hypothesis import strategies as st
 from envlock._text import CONTROL
 from tests.security import toml_text
 from tests.security.cli_run import Result, assert_contract, run_cli
+from tests.security.documents import FORMATS, LOCK, SNAPSHOT, tomllib
 from tests.security.props import examples
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-LOCK = DATA / "locks" / "cu121-h100-h20.lock"
-SNAPSHOT = DATA / "snapshots" / "h100-match.json"
-FORMATS = ["requirements", "constraints", "pylock", "uv", "conda", "dockerfile"]
 #: the share of generated documents that must validate (the rest are broken on purpose)
 MIN_VALID = 0.90
 
@@ -366,6 +357,16 @@ def snapshot_base() -> Dict[str, Any]:
     return json.loads(SNAPSHOT.read_text())
 
 
+def _run(argv: List[str], codes: List[int]) -> Result:
+    """One CLI run under the contract (no exit 70, no traceback, one-line errors, no raw
+    control characters); its exit code is added to ``codes``."""
+    r = run_cli(argv)
+    assert_contract(r, argv)
+    _no_raw_controls(r, argv)
+    codes.append(r.code)
+    return r
+
+
 def _no_raw_controls(r: Result, argv: List[str]) -> None:
     """What the commands print carries no control character but line ends and tabs."""
     for stream in (r.stdout, r.stderr):
@@ -387,10 +388,7 @@ def test_valid_generated_locks(tmp_path_factory: Any, lock_base: Dict[str, Any],
         out = tmp / ("ctx" if fmt == "dockerfile" else f"out.{fmt}")
         argv = ["export", "--lock", str(path), "--format", fmt, "--target", target,
                 "-o", str(out)]
-        r = run_cli(argv)
-        assert_contract(r, argv)
-        _no_raw_controls(r, argv)
-        codes.append(r.code)
+        r = _run(argv, codes)
         if broken:
             assert r.code == 2, (argv, r.stderr)
             assert not out.exists()
@@ -405,10 +403,7 @@ def test_valid_generated_locks(tmp_path_factory: Any, lock_base: Dict[str, Any],
                   str(SNAPSHOT)],
                  ["verify", "--lock", str(path), "--target", "h100-sxm", "--snapshot",
                   str(SNAPSHOT), "--json"]):
-        r = run_cli(argv)
-        assert_contract(r, argv)
-        _no_raw_controls(r, argv)
-        codes.append(r.code)
+        r = _run(argv, codes)
         if broken:
             assert r.code == 2, (argv, r.stderr)
         else:
@@ -420,15 +415,20 @@ def test_valid_generated_locks(tmp_path_factory: Any, lock_base: Dict[str, Any],
     event("valid" if valid else "refused (broken on purpose)")
 
 
-def test_zz_most_generated_locks_validate() -> None:
-    """Runs after the property (file order): most generated locks must validate."""
-    tally = _TALLY["lock"]
+def _most_validated(kind: str) -> None:
+    """Most generated documents of ``kind`` validated (the rest are broken on purpose).
+    Needs the property to have run first in this session (file order)."""
+    tally = _TALLY[kind]
     total = sum(tally.values())
     if not total:
-        pytest.skip("the lock property did not run in this session")
+        pytest.skip(f"the {kind} property did not run in this session")
     share = tally["valid"] / total
-    print(f"\ngenerated locks: {total}, valid: {tally['valid']} ({share:.1%})")
+    print(f"\ngenerated {kind}s: {total}, valid: {tally['valid']} ({share:.1%})")
     assert share >= MIN_VALID
+
+
+def test_zz_most_generated_locks_validate() -> None:
+    _most_validated("lock")
 
 
 # -- snapshots ------------------------------------------------------------------------------
@@ -517,10 +517,7 @@ def test_valid_generated_snapshots(tmp_path_factory: Any, snapshot_base: Dict[st
                   str(path), "--json"],
                  ["doctor", "--snapshot", str(path)],
                  ["doctor", "--snapshot", str(path), "--json"]):
-        r = run_cli(argv)
-        assert_contract(r, argv)
-        _no_raw_controls(r, argv)
-        codes.append(r.code)
+        r = _run(argv, codes)
         if "--json" in argv:
             json.loads(r.stdout)
     valid = all(c in (0, 1) for c in codes)
@@ -529,10 +526,4 @@ def test_valid_generated_snapshots(tmp_path_factory: Any, snapshot_base: Dict[st
 
 
 def test_zz_most_generated_snapshots_validate() -> None:
-    tally = _TALLY["snapshot"]
-    total = sum(tally.values())
-    if not total:
-        pytest.skip("the snapshot property did not run in this session")
-    share = tally["valid"] / total
-    print(f"\ngenerated snapshots: {total}, valid: {tally['valid']} ({share:.1%})")
-    assert share >= MIN_VALID
+    _most_validated("snapshot")
