@@ -36,12 +36,11 @@ from envlock.errors import EnvlockError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
 from envlock.index.http import Transport
 from envlock.index.metadata import Metadata, parse_metadata
+from envlock.index.page_cache import page_from_cache, page_to_cache
 from envlock.index.pages import (
     Dist,
     MalformedPage,
     ProjectPage,
-    page_from_cache,
-    page_to_cache,
     parse_html,
     parse_json,
     valid_digest,
@@ -182,7 +181,7 @@ class IndexClient:
             return None
         try:
             page = page_from_cache(p.read_bytes())
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
         if (page.index != redact(index) or page.url != redact(url)
                 or page.name != canonicalize_name(name)):

@@ -16,6 +16,7 @@ import pytest
 from envlock import _toml
 from envlock.errors import IndexError_
 from envlock.index import IndexClient, IndexConfig
+from envlock.index.pages import COLUMNS
 from support.cli import run_cli
 from support.index_server import IndexServer, make_wheel
 from support.torch_world import add_package, add_torch_release
@@ -256,9 +257,9 @@ def test_a_planted_parsed_page_in_the_cache_is_not_trusted(server: IndexServer,
     with _client(server, cache) as c:
         first = c.page(server.url("pypi"), "demo")
     for p in (cache / "pages").glob("*.json"):
-        data = json.loads(p.read_text())
+        data = _as_rows(json.loads(p.read_text()))
         data["files"][0][0] = "../../" + data["files"][0][0]
-        p.write_text(json.dumps(data))
+        p.write_text(json.dumps(_as_columns(data)))
     with _client(server, cache) as c:
         again = c.page(server.url("pypi"), "demo")
     assert [d.filename for d in again.dists] == [d.filename for d in first.dists] == [WHEEL]
@@ -278,6 +279,29 @@ def test_an_unreadable_wheel_is_an_index_error(server: IndexServer, tmp_path: Pa
         d = c.page(server.url("pypi"), "demo").dists[0]
         with pytest.raises(IndexError_, match=f"^{WHEEL}: "):
             c.metadata(d)
+
+
+def _as_rows(entry: dict) -> dict:
+    """A parsed-page cache entry with its files as rows (``entry["files"]``), so a test
+    can plant a value in one field of one file; :func:`_as_columns` writes it back."""
+    cols = []
+    for key in COLUMNS:
+        col = entry["columns"][key]
+        cols.append(col.split("\n") if isinstance(col, str) else col)
+    files = [list(r) for r in zip(*cols)]
+    for r in files:  # the metadata column's short form, as the long one
+        if isinstance(r[5], str):
+            r[5] = None if not r[5] else {} if r[5] == "-" else {"sha256": r[5]}
+    rest = {k: v for k, v in entry.items() if k not in ("columns", "n")}
+    return {**rest, "files": files}
+
+
+def _as_columns(data: dict) -> dict:
+    """The entry again (each column as a list, a form the cache also reads)."""
+    files = data["files"]
+    rest = {k: v for k, v in data.items() if k != "files"}
+    columns = {key: [r[i] for r in files] for i, key in enumerate(COLUMNS)}
+    return {**rest, "n": len(files), "columns": columns}
 
 
 def _plant_wrong_sha(data: dict) -> None:
@@ -316,15 +340,48 @@ def test_a_planted_parsed_page_is_refused_whatever_it_breaks(server: IndexServer
     with _client(server, cache) as c:
         first = c.page(server.url("pypi"), "demo")
     for p in (cache / "pages").glob("*.json"):
-        data = json.loads(p.read_text())
+        data = _as_rows(json.loads(p.read_text()))
         plant(data)
-        p.write_text(json.dumps(data))
+        p.write_text(json.dumps(_as_columns(data)))
     with _client(server, cache) as c:
         again = c.page(server.url("pypi"), "demo")
     assert [(d.filename, d.url, d.sha256, d.requires_python, d.metadata)
             for d in again.dists] == \
         [(d.filename, d.url, d.sha256, d.requires_python, d.metadata) for d in first.dists]
     assert [d.filename for d in again.dists] == [WHEEL]
+
+
+@pytest.mark.parametrize("key, value", [
+    ("filename", "../../demo-1.0-py3-none-any.whl"),
+    ("url", "file:///etc/passwd"),
+    ("sha256", "A" * 64),
+    ("metadata", "zz"),
+    ("metadata", "a" * 63 + "-"),
+    ("filename", "demo-1.0-py3-none-any.whl\ndemo-2.0-py3-none-any.whl"),  # one file more
+])
+def test_a_planted_value_in_the_short_form_is_refused(server: IndexServer, tmp_path: Path,
+                                                      key: str, value: str) -> None:
+    """The cache keeps file names, links and digests as single strings joined by line
+    breaks: a value planted there is checked like any other, and a line break cannot
+    smuggle in a file."""
+    cache = tmp_path / "cache"
+    with _client(server, cache) as c:
+        first = c.page(server.url("pypi"), "demo")
+    planted = 0
+    for p in (cache / "pages").glob("*.json"):
+        data = json.loads(p.read_text())
+        assert isinstance(data["columns"][key], str)  # the short form is what is written
+        data["columns"][key] = value
+        p.write_text(json.dumps(data))
+        planted += 1
+    assert planted
+    asked: List[str] = []
+    c = IndexClient(IndexConfig(index_url=server.url("pypi"), retries=0, timeout=10),
+                    cache_dir=cache, on_request=asked.append)
+    with c:
+        again = c.page(server.url("pypi"), "demo")
+    assert [(d.filename, d.url, d.sha256, d.metadata) for d in again.dists] == \
+        [(d.filename, d.url, d.sha256, d.metadata) for d in first.dists]
 
 
 def test_a_planted_row_of_another_project_is_left_out(server: IndexServer,
@@ -334,11 +391,11 @@ def test_a_planted_row_of_another_project_is_left_out(server: IndexServer,
     with _client(server, cache) as c:
         c.page(server.url("pypi"), "demo")
     for p in (cache / "pages").glob("*.json"):
-        data = json.loads(p.read_text())
+        data = _as_rows(json.loads(p.read_text()))
         evil = list(data["files"][0])
         evil[0] = "evil-9.0-py3-none-any.whl"
         data["files"].append(evil)
-        p.write_text(json.dumps(data))
+        p.write_text(json.dumps(_as_columns(data)))
     with _client(server, cache) as c:
         page = c.page(server.url("pypi"), "demo")
         assert [d.filename for d in page.dists] == [WHEEL]

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from envlock.errors import IndexError_, InputError
 from envlock.index.client import _range_total, parse_page
 from envlock.index.config import check_url, redact
-from envlock.index.pages import ProjectPage, page_from_cache, page_to_cache, valid_digest
+from envlock.index.page_cache import page_from_cache, page_to_cache
+from envlock.index.pages import ProjectPage, valid_digest
 
 EXAMPLES = int(os.environ.get("ENVLOCK_PROPERTY_EXAMPLES", "300"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
@@ -280,12 +281,12 @@ pypi_files = st.one_of(
 def test_the_column_checks_accept_only_what_the_file_by_file_path_accepts(files: Any) -> None:
     """PEP 691 pages in PyPI's shape are checked column by column (fast); whenever that
     path accepts a page, the file-by-file path accepts it too and gives the same files."""
-    from envlock.index.pages import MalformedPage, _json_rows, _parse_json_rows
+    from envlock.index.pages import MalformedPage, _json_columns, _parse_json_rows
 
-    rows = _json_rows(files)
-    if rows is None:
+    columns = _json_columns(files)
+    if columns is None:
         return
-    fast = ProjectPage("demo", INDEX, PAGE_URL, rows=rows)
+    fast = ProjectPage("demo", INDEX, PAGE_URL, columns=columns)
     try:
         slow = _parse_json_rows(files, PAGE_URL, INDEX, "demo")
     except MalformedPage as exc:  # pragma: no cover - the property's failure
@@ -293,6 +294,20 @@ def test_the_column_checks_accept_only_what_the_file_by_file_path_accepts(files:
                              f"refuses: {exc}") from None
     assert fast.dists == slow.dists
     _check(fast)
+
+
+@SETTINGS
+@given(st.lists(good_files, max_size=6))
+def test_pages_in_pypis_shape_take_the_column_path(files: Any) -> None:
+    """Pages as PyPI sends them are read column by column (the fast path), and their
+    cached form reads back to the same files."""
+    from envlock.index.pages import _json_columns
+
+    columns = _json_columns(files)
+    assert columns is not None
+    page = ProjectPage("demo", INDEX, PAGE_URL, columns=columns)
+    again = page_from_cache(page_to_cache(page))
+    assert again.dists == page.dists
 
 
 @SETTINGS
@@ -395,20 +410,14 @@ def test_a_tampered_grouping_in_the_cache_is_not_used() -> None:
 def test_the_metadata_hash_column_check_is_the_row_check(column: Any) -> None:
     """The fast check of a cached page's metadata hashes accepts only columns that the
     row-by-row rule accepts, and then gives each row the same hashes."""
-    from envlock.index.pages import (
-        MalformedPage,
-        _dist_from_checked_row,
-        _metadata_hashes,
-        _one_sha256_each,
-    )
+    from envlock.index.page_cache import _check_metadata
+    from envlock.index.pages import MalformedPage, _dist_from_checked_row, _metadata_hashes
 
     try:
-        fast = _one_sha256_each(column)
-    except TypeError:
-        fast = False
-    if not fast:
+        _check_metadata(column, "demo")
+    except (ValueError, TypeError):
         return
-    for i, m in enumerate(column):
+    for m in column:
         if m is None:
             continue
         try:
@@ -418,3 +427,31 @@ def test_the_metadata_hash_column_check_is_the_row_check(column: Any) -> None:
         row = ["demo-1.0.tar.gz", "https://files.example/x", "", None, None, m, None, None]
         d = _dist_from_checked_row(row, INDEX, "demo")
         assert d is not None and d.metadata == slow
+
+
+@SETTINGS
+@given(st.lists(st.one_of(st.just(""), st.just("-"), hash_values,
+                          st.sampled_from(["a" * 63 + "-", "-" * 64, "--", "a" * 64 + "\n",
+                                           "é" * 64, "A" * 64])), max_size=6))
+def test_the_short_metadata_column_is_read_as_its_values_say(column: Any) -> None:
+    """The cache keeps the metadata column short ("" none, "-" a file with no hash, else
+    its sha256). The check over the whole column accepts exactly the columns whose every
+    value is one of those, and each value then reads back as the long form."""
+    from envlock.index.page_cache import _check_metadata
+    from envlock.index.pages import _dist_from_checked_row
+
+    each_ok = all(v in ("", "-") or (valid_digest("sha256", v) and v == v.lower())
+                  for v in column)
+    try:
+        _check_metadata(column, "demo")
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert accepted == each_ok
+    if not accepted:
+        return
+    for v in column:
+        row = ["demo-1.0.tar.gz", "https://files.example/x", "", None, None, v, None, None]
+        d = _dist_from_checked_row(row, INDEX, "demo")
+        assert d is not None
+        assert d.metadata == (None if v == "" else {} if v == "-" else {"sha256": v})
