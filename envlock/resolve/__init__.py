@@ -58,7 +58,7 @@ from envlock.versions import V
 if TYPE_CHECKING:
     from envlock.index.client import IndexClient
     from envlock.resolve.closure import Finder, Req
-    from envlock.resolve.torch_needs import TorchNeed
+    from envlock.resolve.torch_needs import TorchNeed, Walk
 
 __all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
 
@@ -140,13 +140,14 @@ def _wanted_versions(matrix: Matrix, variant: TorchVariant,
 
 def _torch_from_requirements(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                              client: "IndexClient", target: Target
-                             ) -> Tuple[List["TorchNeed"], Optional["Finder"]]:
+                             ) -> Tuple["Walk", Optional["Finder"]]:
     """What the requirements' closure says of torch, torchvision, torchaudio, triton, and
     the finder that walked it (the closure adopts its candidate lists)."""
+    from envlock.resolve.torch_needs import Walk, torch_needs
+
     if not request.requirements:
-        return [], None
+        return Walk([]), None
     from envlock.resolve.closure import Finder
-    from envlock.resolve.torch_needs import torch_needs
 
     finder = Finder(client, SourcePolicy(config, config.index_url), target,
                     prerelease=request.prerelease,
@@ -205,9 +206,54 @@ def _explicit(requirements: Sequence[Requirement]) -> List[str]:
 def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                     client: "IndexClient", spec: TargetSpec,
                     on_event: Optional[Callable[[str], None]]) -> LockTarget:
+    """The target's lock: the build chosen for the hardware among those the requirements
+    allow, and its closure.
+
+    The requirements' torch constraints are read off the path of their newest versions
+    (the path a resolver tries first). A constraint that some link of its chain could
+    relax (an older version that asks less) is not forced; when such a constraint chose
+    the build and the closure then fails on that build, the build is chosen once more from
+    the forced constraints only, and the closure tried on it: the resolver's backtracking
+    can then reach the older versions. Only when that fails too is the first conflict the
+    answer.
+    """
     target = Target(python=spec.python, platform=spec.platform, glibc=spec.glibc)
-    needs, walked = _torch_from_requirements(request, matrix, config, client, target)
-    choice, narrowed_by, dropped = _choose(matrix, spec, request, needs)
+    walk, walked = _torch_from_requirements(request, matrix, config, client, target)
+    needs = walk.needs
+    walk_notes = [walk.note] if walk.note else []
+    picked = _choose(matrix, spec, request, needs)
+    try:
+        return _target_for(request, matrix, config, client, spec, target, picked, walked,
+                           on_event, walk_notes)
+    except ConflictError as exc:
+        forced = [n for n in needs if n.forced]
+        unforced_chose = any(not n.forced and str(n) in picked[1] for n in needs)
+        if not unforced_chose:
+            raise
+        try:
+            again = _choose(matrix, spec, request, forced)
+        except (NoCandidateError, ConflictError):
+            raise exc from None
+        if again[0].variant == picked[0].variant:
+            raise
+        note = (f"torch first narrowed by the requirements' newest versions "
+                f"({'; '.join(picked[1])}) to {picked[0].variant.version_string} "
+                f"({picked[0].variant.tag}), where the closure failed: {exc.message}; "
+                f"chosen again from the constraints no older version can relax")
+        try:
+            return _target_for(request, matrix, config, client, spec, target, again, walked,
+                               on_event, [note, *walk_notes])
+        except ConflictError:
+            raise exc from None
+
+
+def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
+                client: "IndexClient", spec: TargetSpec, target: Target,
+                picked: Tuple[Choice, List[str], List[str]], walked: Optional["Finder"],
+                on_event: Optional[Callable[[str], None]],
+                notes: Sequence[str] = ()) -> LockTarget:
+    """The lock target for one choice of build (see :func:`_resolve_target`)."""
+    choice, narrowed_by, dropped = picked
     family_note = _check_family(matrix, request, spec, choice)
     fallback: List[str] = []
     if not request.offline:
@@ -226,6 +272,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                            f"build allowed for {within} satisfies them; older versions "
                            f"may): " + "; ".join(dropped))
     decision[1:1] = list(spec.notes) + ([family_note] if family_note else []) + fallback
+    decision[1:1] = list(notes)
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
     closure = "full"

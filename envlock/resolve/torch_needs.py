@@ -44,13 +44,13 @@ from envlock.versions import V
 if TYPE_CHECKING:
     from envlock.resolve.closure import Cand, Finder, Req
 
-__all__ = ["TorchNeed", "torch_needs", "narrowed_spec"]
+__all__ = ["TorchNeed", "Walk", "torch_needs", "narrowed_spec"]
 
 _FAMILY = ("torch", "torchvision", "torchaudio", "triton")
 #: never walked into: the torch family's own dependencies are the build's business
 _SKIP = frozenset(_FAMILY + ("pytorch-triton",))
 #: a bound on the walk (real closures have a few hundred packages at most)
-_MAX_VISITS = 3000
+MAX_VISITS = 3000
 
 
 @dataclass(frozen=True)
@@ -86,13 +86,36 @@ class _Hop:
     forced: bool
 
 
+@dataclass(frozen=True)
+class Walk:
+    """What the walk found, and whether it read the whole closure."""
+
+    needs: List[TorchNeed]
+    #: projects visited when the walk stopped at its bound with projects still to read;
+    #: None when it read everything. Constraints below that point are unknown: the build
+    #: is chosen without them, and the closure (which reads everything) still holds
+    #: every one of them.
+    stopped_after: Optional[int] = None
+
+    @property
+    def note(self) -> Optional[str]:
+        """The decision line a stopped walk owes the user, or None."""
+        if self.stopped_after is None:
+            return None
+        return (f"the requirements' torch constraints were read from the first "
+                f"{self.stopped_after} projects of their closure only (the walk's bound): "
+                f"deeper ones were not known when the build was chosen; the closure itself "
+                f"still holds every constraint")
+
+
 def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
-                env: Mapping[str, str]) -> List[TorchNeed]:
+                env: Mapping[str, str], limit: int = MAX_VISITS) -> Walk:
     """Torch-family constraints anywhere in the closure of the requirements' best candidates.
 
     Best effort where the cache cannot answer offline or an sdist's metadata cannot be
     built (the closure reports either when it needs that package); every other index
-    failure propagates.
+    failure propagates. The walk goes level by level and starts no new level after
+    ``limit`` projects; it says so when that left projects unread (:attr:`Walk.note`).
     """
     from envlock.resolve.closure import Req
 
@@ -110,7 +133,7 @@ def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
         level.append(_Hop(Req(name, r.specifier, extras, parent="user"), (), True))
     seen: Set[str] = set()
     visits = 0
-    while level and visits < _MAX_VISITS:
+    while level and visits < limit:
         hops = _merge(level, seen)
         for hop in hops:
             finder.prefetch(hop.req)
@@ -129,7 +152,8 @@ def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
                                              forced))
                     continue
                 level.append(_Hop(dep, chain, forced))
-    return _unique(out)
+    unread = bool(_merge(level, set(seen))) if level else False
+    return Walk(_unique(out), visits if unread else None)
 
 
 def _unique(needs: Sequence[TorchNeed]) -> List[TorchNeed]:

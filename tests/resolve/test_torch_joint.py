@@ -43,6 +43,14 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         add_package(pypi, tmp, "tvapp", "1.0", ["tvlib"])
         add_package(pypi, tmp, "torchvision", "0.19.0", ["torch==2.4.0"],
                     tag="cp311-cp311-manylinux1_x86_64")
+        # every version of "ncclfan" needs an NCCL that torch 2.4.0's own pin rules out: a
+        # conflict the torch walk cannot see (it follows torch and its companions only)
+        add_package(pypi, tmp, "ncclfan", "1.0", ["nvidia-nccl-cu12>=2.21"])
+        add_package(pypi, tmp, "ncclfan", "2.0", ["nvidia-nccl-cu12>=2.21"])
+        # deep0 -> deep1 -> deep2 -> deep3 -> torch==2.4.0: four projects before the pin
+        for i in range(4):
+            add_package(pypi, tmp, f"deep{i}", "1.0",
+                        [f"deep{i + 1}==1.0" if i < 3 else "torch==2.4.0"])
         yield srv
 
 
@@ -102,6 +110,66 @@ def test_an_unforced_deep_need_gives_way_to_torch_option(world: IndexServer, tmp
     lines = target(out)["decision"]
     assert any(x.startswith("torch not narrowed by the requirements' newest versions")
                and "newer==2.0 -> lib==1.0 requires torch==2.4.0" in x for x in lines), lines
+
+
+def test_a_closure_that_fails_on_the_newest_paths_build_is_tried_again_without_it(
+        world: IndexServer, tmp_path: Path, cache: Path) -> None:
+    # the newest "newer" narrows torch to 2.4.0, but ncclfan cannot live with 2.4.0's NCCL;
+    # that need was not forced (newer 1.0 needs no torch), so the build is chosen again
+    # without it, and the resolver backtracks newer to 1.0
+    out = tmp_path / "l.lock"
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", ">=2.4,<2.6", "newer", "ncclfan",
+                "-o", str(out))
+    assert r.code == 0, r.err
+    v = versions(out)
+    assert (v["torch"], v["newer"], v["ncclfan"]) == ("2.5.1", "1.0", "2.0")
+    assert "lib" not in v
+    lines = target(out)["decision"]
+    assert any(x.startswith("torch first narrowed by the requirements' newest versions")
+               and "newer==2.0 -> lib==1.0 requires torch==2.4.0" in x
+               and "nvidia-nccl-cu12" in x for x in lines), lines
+
+
+def test_a_conflict_on_every_build_is_still_a_conflict(world: IndexServer, tmp_path: Path,
+                                                       cache: Path) -> None:
+    # app forces torch 2.4.0 (one version all the way down), ncclfan rules it out: no second
+    # try can help, and the error is the closure's own
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", ">=2.4,<2.6", "app", "ncclfan",
+                "--dry-run")
+    assert r.code == 6, (r.code, r.err)
+    assert "nvidia-nccl-cu12" in r.err
+
+
+def _walk(world: IndexServer, cache: Path, limit: int):
+    from packaging.requirements import Requirement
+
+    from envlock.index import IndexClient, IndexConfig
+    from envlock.platforms import Target
+    from envlock.resolve.closure import Finder
+    from envlock.resolve.sources import SourcePolicy
+    from envlock.resolve.torch_needs import torch_needs
+
+    config = IndexConfig(index_url=world.url("pypi"), retries=0, timeout=10)
+    target = Target(python="3.11", platform="linux_x86_64")
+    with IndexClient(config, cache_dir=cache) as client:
+        finder = Finder(client, SourcePolicy(config, config.index_url), target)
+        return torch_needs(finder, [Requirement("deep0")], target.markers, limit=limit)
+
+
+@pytest.mark.parametrize("limit, found", [(3, False), (4, True), (3000, True)])
+def test_the_walk_says_when_its_bound_left_projects_unread(
+        world: IndexServer, cache: Path, limit: int, found: bool) -> None:
+    # the pin sits in the fourth project: a bound of 3 stops the walk before it, and the
+    # walk says so (the constraint is unknown, not absent); with 4 or more it is found
+    walk = _walk(world, cache, limit)
+    assert ([str(n) for n in walk.needs] ==
+            ["deep0==1.0 -> deep1==1.0 -> deep2==1.0 -> deep3==1.0 requires torch==2.4.0"]) \
+        == found
+    if found:
+        assert walk.stopped_after is None and walk.note is None
+    else:
+        assert walk.stopped_after == 3
+        assert walk.note is not None and "first 3 projects" in walk.note
 
 
 @pytest.mark.parametrize("req, torch", [("extrapp[gpu]", "2.4.0"), ("extrapp", "2.5.1")])
