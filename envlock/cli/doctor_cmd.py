@@ -118,7 +118,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
     if args.json:
         out.print(json.dumps(result.to_dict(), indent=2))
     else:
-        from envlock.cli.render import report_text
+        from envlock.cli.render import doctor_lines, report_text
         from envlock.cli.style import style_for
 
         where = args.snapshot or "this machine"
@@ -128,15 +128,6 @@ def run(args: argparse.Namespace, out: Any) -> int:
         out.print(report_text(result.findings, subject=f"doctor {where}", verbose=args.verbose,
                               skipped=result.not_checked, ok_text=ok_text,
                               style=style_for(out)))
-        if result.ruled_out and not args.verbose:
-            k = len(result.ruled_out)
-            out.print(f"the log points at {k} advisor{'y' if k == 1 else 'ies'} that this "
-                      f"machine's facts exclude (--verbose lists {'it' if k == 1 else 'them'})")
-        if args.verbose:
-            for r in result.ruled_out:
-                out.print(f"  ruled out: {r.advisory} (the log points at it; this machine has "
-                          f"{', '.join(r.because) or 'facts its condition excludes'})")
-        for s in result.smoke:
-            mark = "ok" if s.ok else s.outcome.upper()
-            out.print(f"  smoke {s.name:<15} {mark:<8} {s.detail}")
+        for line in doctor_lines(result, verbose=args.verbose):
+            out.print(line)
     return ExitCode.OK if result.ok else ExitCode.DRIFT

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 import textwrap
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from envlock.checks.finding import Finding
 from envlock.cli.style import PLAIN, Style
+
+if TYPE_CHECKING:
+    from envlock.checks.doctor import DoctorResult
 
 __all__ = ["findings_text", "junit_xml", "report_text", "summary", "not_checked_lines"]
 
@@ -208,3 +211,26 @@ _CHECK_OF_ID = {
 
 def _check_of(f: Finding) -> str:
     return _CHECK_OF_ID.get(f.id, "advisories")
+
+
+def doctor_lines(result: "DoctorResult", *, verbose: bool) -> List[str]:
+    """The lines ``doctor`` prints after its findings: advisories a log pointed at that
+    this machine's facts rule out, and the smoke checks. Both quote text envlock did not
+    write (a snapshot's facts, the output of a smoke check on this machine), so control
+    characters are escaped, as in :func:`report_text`."""
+    from envlock._text import escape_controls
+
+    lines: List[str] = []
+    if result.ruled_out and not verbose:
+        k = len(result.ruled_out)
+        lines.append(f"the log points at {k} advisor{'y' if k == 1 else 'ies'} that this "
+                     f"machine's facts exclude (--verbose lists {'it' if k == 1 else 'them'})")
+    if verbose:
+        for r in result.ruled_out:
+            facts = ", ".join(r.because) or "facts its condition excludes"
+            lines.append(escape_controls(f"  ruled out: {r.advisory} (the log points at it; "
+                                         f"this machine has {facts})"))
+    for s in result.smoke:
+        mark = "ok" if s.ok else s.outcome.upper()
+        lines.append(escape_controls(f"  smoke {s.name:<15} {mark:<8} {s.detail}"))
+    return lines

@@ -160,3 +160,26 @@ def test_conda_export_items_stay_strings(tmp_path: Path, index: str) -> None:
     items = yaml.safe_load(r.stdout)["dependencies"][-1]["pip"]
     assert all(isinstance(i, str) for i in items), items
     assert items[0].split(" ")[-1].strip("'") == index
+
+
+def test_doctors_ruled_out_and_smoke_lines_are_printed_escaped() -> None:
+    """The lines ``doctor`` prints after its findings quote a snapshot's facts (the advisories
+    a log pointed at that the facts rule out) and the output of a smoke check on this
+    machine: neither may drive the terminal. Found reading the renderers after the
+    valid-document properties (which cover the findings themselves)."""
+    from envlock.checks.doctor import DoctorResult
+    from envlock.checks.logs import RuledOut
+    from envlock.checks.smoke import SmokeResult
+    from envlock.cli.render import doctor_lines
+
+    result = DoctorResult(
+        findings=(),
+        smoke=(SmokeResult("matmul", "error", detail="CUDA error\x1b]0;owned\x07\x9b2J"),),
+        ruled_out=(RuledOut("h20-cublas121-sigfpe", ("driver.error=bad\x1b[2J",), ()),))
+    lines = doctor_lines(result, verbose=True)
+    assert len(lines) == 2
+    assert not any(CONTROL.search(line) for line in lines), lines
+    assert "driver.error=bad\\x1b[2J" in lines[0]
+    assert "CUDA error\\x1b]0;owned\\x07\\x9b2J" in lines[1]
+    # without --verbose the ruled-out advisories are only counted
+    assert doctor_lines(result, verbose=False)[0].startswith("the log points at 1 advisory")
