@@ -90,17 +90,28 @@ class Transport:
                 from envlock.index.deadline import POOL_CLASSES
 
                 s = requests.Session()
+                # pip's order: its own --cert / PIP_CERT, else the bundle requests takes
+                # from the environment (pip honours it through requests)
+                cafile = self.config.cert or _env_ca_bundle()
                 adapter: Any
                 if self.config.client_cert:
                     adapter = HTTPAdapter(pool_connections=8, pool_maxsize=16, max_retries=0)
                 else:
-                    adapter = _shared_tls_adapter(self.config.cert)
+                    adapter = _shared_tls_adapter(cafile)
                 adapter.poolmanager.pool_classes_by_scheme = dict(POOL_CLASSES)
                 s.mount("https://", adapter)
                 s.mount("http://", adapter)
+                if self.config.trusted_hosts:
+                    # verification is off only for hosts the user trusts (pip's
+                    # --trusted-host): urllib3 would warn on every request to them
+                    import warnings
+
+                    from urllib3.exceptions import InsecureRequestWarning
+
+                    warnings.filterwarnings("ignore", category=InsecureRequestWarning)
                 s.headers["User-Agent"] = _user_agent()
-                if self.config.cert:
-                    s.verify = self.config.cert
+                if cafile:
+                    s.verify = cafile
                 if self.config.client_cert:
                     s.cert = self.config.client_cert
                 self._session = s
@@ -261,10 +272,11 @@ class Transport:
 
         check_url(url)
         session = self._get_session()
-        host = urlsplit(url).hostname or ""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
         auth = self._auth.get(host)
         verify: Any = session.verify
-        if host in self.config.trusted_hosts:
+        if _trusted(parts, self.config.trusted_hosts):
             verify = False
         limit = self.max_page_bytes if max_bytes is None else (max_bytes or None)
         state = dl.RequestState(time.monotonic() + self.deadline, self._cancel)
@@ -300,6 +312,15 @@ class Transport:
                     import requests
 
                     self._check_state(state, url)
+                    refused = _unverified(exc)
+                    if refused is not None:  # the same answer on every try: say so at once
+                        raise IndexError_(
+                            f"{redact(url)}: the server's TLS certificate could not be "
+                            f"verified ({refused})",
+                            hint="for an index behind a private CA, name its CA bundle as "
+                                 "pip takes it: PIP_CERT or 'cert =' in pip.conf (or "
+                                 "REQUESTS_CA_BUNDLE); PIP_TRUSTED_HOST turns verification "
+                                 "off for one host") from None
                     if isinstance(exc, (requests.Timeout, requests.ConnectionError,
                                         requests.exceptions.ChunkedEncodingError)):
                         last_error = _short_error(exc)
@@ -348,6 +369,25 @@ class Transport:
             return return_404
         ctype = "application/vnd.pypi.simple.v1+json" if path.endswith(".json") else "text/html"
         return Response(url, 200, body, {"Content-Type": ctype})
+
+
+def _trusted(parts: Any, trusted_hosts: Tuple[str, ...]) -> bool:
+    """Whether the URL's host is one the user trusts, named as pip's ``--trusted-host``
+    names it: the host alone (any port) or ``host:port``."""
+    host = parts.hostname or ""
+    if host in trusted_hosts:
+        return True
+    try:
+        port = parts.port
+    except ValueError:
+        return False
+    return port is not None and f"{host}:{port}" in trusted_hosts
+
+
+def _env_ca_bundle() -> Optional[str]:
+    """The CA bundle requests (and so pip) takes from the environment when no certificate
+    option is given: ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``."""
+    return os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or None
 
 
 def _env_ttl() -> float:
@@ -402,6 +442,29 @@ def _max_age(headers: Mapping[str, str]) -> Optional[float]:
             return (parsedate_to_datetime(exp) - parsedate_to_datetime(date)).total_seconds()
         except (TypeError, ValueError):
             return None
+    return None
+
+
+def _unverified(exc: BaseException) -> Optional[str]:
+    """Why the certificate was refused, when ``exc`` (requests wraps urllib3, which wraps
+    the ssl module) comes from a failed certificate verification; else None. Followed
+    through ``reason``, the first argument and the exception chain, a few links deep."""
+    import ssl
+
+    cur: Optional[BaseException] = exc
+    for _ in range(10):
+        if cur is None:
+            return None
+        if isinstance(cur, ssl.SSLCertVerificationError):
+            text = cur.verify_message or cur.reason or str(cur)
+            return str(text).replace("\n", " ")[:200]
+        reason = getattr(cur, "reason", None)
+        if isinstance(reason, BaseException):
+            cur = reason
+        elif cur.args and isinstance(cur.args[0], BaseException):
+            cur = cur.args[0]
+        else:
+            cur = cur.__cause__ or cur.__context__
     return None
 
 

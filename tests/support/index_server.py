@@ -143,16 +143,20 @@ class _QuietServer(ThreadingHTTPServer):
     """Clients that hang up (a cancelled or interrupted read) are part of the tests."""
 
     def handle_error(self, request: object, client_address: object) -> None:
+        import ssl
         import sys
 
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+        # (a client that refuses the certificate ends the handshake: part of the tests too)
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError, ssl.SSLError)):
             super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class IndexServer:
     """A threaded HTTP server with any number of indexes and fault injection."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: Optional[tuple] = None) -> None:
+        #: (certificate, key) files: serve HTTPS with them (see support.tls)
+        self.tls = tls
         self.indexes: Dict[str, Index] = {}
         self.log: List[str] = []
         #: path substring -> number of failed answers still to give (``fail_status``)
@@ -188,7 +192,8 @@ class IndexServer:
     @property
     def base(self) -> str:
         assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self._httpd.server_address[1]}"
 
     def url(self, index: str) -> str:
         return f"{self.base}/{self.indexes[index].prefix}"
@@ -219,6 +224,15 @@ class IndexServer:
                 server._handle(self, head=True)
 
         self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        if self.tls:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
+            # the handshake happens on the handler's thread, at its first read: a client
+            # that refuses the certificate cannot hold up the accepting loop
+            self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True,
+                                                 do_handshake_on_connect=False)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
