@@ -178,6 +178,12 @@ class IndexServer:
         self.redirect_loop: List[str] = []
         #: path substring -> bytes of filler sent without a Content-Length (a huge page)
         self.endless: Dict[str, int] = {}
+        #: (user, password): every request must carry them as HTTP basic auth, else 401
+        self.auth: Optional[tuple] = None
+        #: (path, the Authorization header or None) of every request
+        self.seen_auth: List[tuple] = []
+        #: base URL of another server: file downloads are redirected there (302)
+        self.redirect_files_to: Optional[str] = None
         self._stop = threading.Event()
         self._lock = threading.RLock()
         self._httpd: Optional[ThreadingHTTPServer] = None
@@ -247,8 +253,22 @@ class IndexServer:
     # -- serving -------------------------------------------------------------------------
     def _handle(self, h: BaseHTTPRequestHandler, head: bool = False) -> None:
         path = unquote(h.path.split("?", 1)[0])
+        given = h.headers.get("Authorization")
         with self._lock:
             self.log.append(path)
+            self.seen_auth.append((path, given))
+            if self.auth is not None:
+                want = "Basic " + base64.b64encode(":".join(self.auth).encode()).decode()
+                if given != want:
+                    self._send(h, 401, b"authentication required", "text/plain", head,
+                               headers={"WWW-Authenticate": 'Basic realm="index"'})
+                    return
+            if self.redirect_files_to and path.startswith("/files/"):
+                h.send_response(302)
+                h.send_header("Location", self.redirect_files_to + h.path)
+                h.send_header("Content-Length", "0")
+                h.end_headers()
+                return
             for sub, n in list(self.fail.items()):
                 if sub in path and n > 0:
                     self.fail[sub] = n - 1
