@@ -10,15 +10,17 @@ fact paths is :data:`envlock.matrix.conditions.FACTS`.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.utils import canonicalize_name
 
 from envlock.kernels import coverage, parse_capability
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import Gpu
-from envlock.snapshot import GpuInfo, Snapshot
 from envlock.versions import V, base_version, driver_branch, parse_version
+
+if TYPE_CHECKING:  # annotations only: a resolve never reads a snapshot
+    from envlock.snapshot import GpuInfo, Snapshot
 
 __all__ = ["UNKNOWN", "Facts", "facts_from_snapshot", "facts_from_plan", "cuda_majors_of"]
 

@@ -110,7 +110,6 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         snapshot_target,
         torch_spec_from,
     )
-    from envlock.snapshot import load_snapshot
 
     lines, digests = requirement_lines_from_cli(args.requirements, args.requirement)
     digests = _relative_to_lock(digests, args.output)
@@ -119,6 +118,8 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
     if args.from_snapshot:
         if args.gpu or args.cpu:
             raise UsageError("--from-snapshot already names the target; drop --gpu/--cpu")
+        from envlock.snapshot import load_snapshot
+
         snap = load_snapshot(args.from_snapshot)
         targets = [snapshot_target(matrix, snap, args.from_snapshot, args.python,
                                    args.platform, args.glibc)]

@@ -18,13 +18,9 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
-import struct
 import threading
-import zipfile
-import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -266,6 +262,11 @@ class IndexClient:
                                       f"{algo} hash")
             return blob
         if dist.is_wheel:
+            import io  # (a network read: a warm run never comes here)
+            import struct
+            import zipfile
+            import zlib
+
             cap = self.transport.max_page_bytes
             try:
                 try:

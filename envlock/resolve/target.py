@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -18,8 +18,10 @@ from envlock.matrix.matrix import Matrix
 from envlock.matrix.lookup import normalize_name
 from envlock.matrix.model import Gpu
 from envlock.platforms import DEFAULT_GLIBC, PLATFORM_INFO
-from envlock.snapshot import Snapshot
 from envlock.versions import is_driver_version
+
+if TYPE_CHECKING:  # annotations only: most resolves read no snapshot
+    from envlock.snapshot import Snapshot
 
 __all__ = [
     "TargetSpec",
