@@ -137,6 +137,8 @@ class Finder:
         self._cands: Dict[str, List[Cand]] = {}
         self._lock = threading.Lock()
         self._prefetched: Set[Tuple[str, str]] = set()
+        #: per project, every specifier asked of it so far (roots first): prefetch guesses
+        self._known: Dict[str, SpecifierSet] = {}
         self._applies_memo: Dict[Tuple[int, str], Tuple[Requirement, bool]] = {}
 
     # -- pages ---------------------------------------------------------------------------
@@ -285,25 +287,55 @@ class Finder:
                 self._cands[name] = cands
 
     # -- prefetch ------------------------------------------------------------------------
-    def prefetch(self, req: Req) -> None:
-        """Fetch the page of ``req`` and the metadata of its likely pick, in the background."""
-        key = (req.name, str(req.specifier))
+    def add_roots(self, requirements: Iterable[Req]) -> None:
+        """Let speculation start from the root requirements (see :meth:`prefetch`)."""
         with self._lock:
-            if key in self._prefetched or req.name == PYTHON:
+            for r in requirements:
+                self._narrow(r)
+
+    def _narrow(self, req: Req) -> Optional[SpecifierSet]:
+        """What was asked of ``req``'s project before (None: nothing); ``req`` joins it.
+        Called with the lock held."""
+        known = self._known.get(req.name)
+        self._known[req.name] = req.specifier if known is None else known & req.specifier
+        return known
+
+    def prefetch(self, req: Req) -> None:
+        """Fetch the page of ``req`` and the metadata of its likely pick, in the background.
+
+        The guess is made inside everything asked of the project so far, the roots first:
+        a dependency's bare ``nvidia-cublas-cu12`` or ``torch>=2.0`` alone names the newest
+        release, whose metadata is wasted (for torch a range read of a 15,000-member zip)
+        when torch==2.5.1 and its pin ==12.4.5.8 were asked before. When what was asked
+        before rules out every version (a candidate given up while backtracking), the
+        requirement alone decides, as it did before.
+        """
+        if req.name == PYTHON:
+            return
+        with self._lock:
+            known = self._narrow(req)
+        narrowed = req
+        if known is not None and str(known) and str(known) != str(req.specifier):
+            narrowed = Req(req.name, req.specifier & known, req.extras, req.parent)
+        key = (req.name, str(narrowed.specifier))
+        with self._lock:
+            if key in self._prefetched:
                 return
             self._prefetched.add(key)
-        self._try_prefetch_meta(req)
+        self._try_prefetch_meta(narrowed, req)
 
-    def _try_prefetch_meta(self, req: Req) -> None:
+    def _try_prefetch_meta(self, req: Req, alone: Optional[Req] = None) -> None:
         # Never blocks: if a page is still on its way, try again when it arrives.
         def again(_fut: Any) -> None:
             try:
-                self.client._submit(self._try_prefetch_meta, req)
+                self.client._submit(self._try_prefetch_meta, req, alone)
             except RuntimeError:
                 pass  # the pool is shut down: the resolution is over
 
         try:
             cands = self.matching(req.specifier, req.name, block=False, on_pending=again)
+            if cands == [] and alone is not None and alone is not req:
+                cands = self.matching(alone.specifier, req.name, block=False)
             if cands and cands[0].best.is_wheel:
                 self.client.prefetch_metadata(cands[0].best)
         except Exception:  # noqa: BLE001 - prefetch is best effort; the real call reports
@@ -569,6 +601,7 @@ def resolve_closure(finder: Finder, requirements: Sequence[Req],
                     overrides: Mapping[str, Requirement],
                     on_pin: Optional[Any] = None) -> Resolved:
     provider = _Provider(finder, overrides, finder.python)
+    finder.add_roots(requirements)
     for r in requirements:
         finder.prefetch(r)
     resolver = Resolver(provider, _Reporter(on_pin))
