@@ -138,7 +138,9 @@ class Finder:
         self._lock = threading.Lock()
         self._prefetched: Set[Tuple[str, str]] = set()
         #: per project, every specifier asked of it so far (roots first): prefetch guesses
-        self._known: Dict[str, SpecifierSet] = {}
+        #: inside it; None until :meth:`add_roots` (the torch walk reads each hop's own
+        #: specifier, and its guesses must be the same)
+        self._known: Optional[Dict[str, SpecifierSet]] = None
         self._applies_memo: Dict[Tuple[int, str], Tuple[Requirement, bool]] = {}
 
     # -- pages ---------------------------------------------------------------------------
@@ -290,12 +292,16 @@ class Finder:
     def add_roots(self, requirements: Iterable[Req]) -> None:
         """Let speculation start from the root requirements (see :meth:`prefetch`)."""
         with self._lock:
+            if self._known is None:
+                self._known = {}
             for r in requirements:
                 self._narrow(r)
 
     def _narrow(self, req: Req) -> Optional[SpecifierSet]:
         """What was asked of ``req``'s project before (None: nothing); ``req`` joins it.
         Called with the lock held."""
+        if self._known is None:
+            return None
         known = self._known.get(req.name)
         self._known[req.name] = req.specifier if known is None else known & req.specifier
         return known
