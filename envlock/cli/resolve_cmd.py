@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from envlock.errors import ExitCode, UsageError
 
@@ -78,6 +78,12 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--no-build", action="store_true",
                    help="never run an sdist's build backend to read its dependencies: an "
                         "sdist that needs it is an error (exit 7)")
+    p.add_argument("--trust-pkg-info", action="append", default=[], metavar="NAME",
+                   help="read this project's dependencies from its sdist's PKG-INFO even "
+                        "where it marks them dynamic, instead of building it (repeatable; "
+                        "Metadata-Version 2.2 or later only; the lock records each use): "
+                        "for sdists whose build imports what it does not declare, such "
+                        "as flash-attn")
     p.add_argument("-o", "--output", default=DEFAULT_LOCK, metavar="FILE",
                    help=f"lock file to write (default {DEFAULT_LOCK}; '-' for stdout)")
     p.add_argument("--dry-run", action="store_true", help="resolve but do not write the lock")
@@ -139,7 +145,21 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         requirement_files=digests, offline=args.offline,
         indexes=tuple(redact(u) for u in config.indexes),
         pytorch_index=_pytorch_index(args, config), env=_parse_env(args.env),
-        together=args.together, prefer=args.prefer, prerelease=args.prerelease)
+        together=args.together, prefer=args.prefer, prerelease=args.prerelease,
+        trust_pkg_info=_trusted_names(args.trust_pkg_info))
+
+
+def _trusted_names(names: List[str]) -> Tuple[str, ...]:
+    """``--trust-pkg-info`` values as canonical project names, each once, sorted."""
+    from packaging.utils import InvalidName, canonicalize_name
+
+    out = set()
+    for name in names:
+        try:
+            out.add(str(canonicalize_name(name, validate=True)))
+        except InvalidName:
+            raise UsageError(f"--trust-pkg-info {name!r}: not a project name") from None
+    return tuple(sorted(out))
 
 
 def _pytorch_index(args: argparse.Namespace, config: Any) -> str:
@@ -258,7 +278,8 @@ def run(args: argparse.Namespace, out: Any) -> int:
 
     client = IndexClient(config, cache_dir=cache_dir(), offline=args.offline,
                          on_request=progress.request if progress else None,
-                         refresh=args.refresh, no_build=args.no_build)
+                         refresh=args.refresh, no_build=args.no_build,
+                         trust_pkg_info=request.trust_pkg_info)
     try:
         lock = resolve(request, matrix, config, client=client, command=command.strip(),
                        on_event=progress.event if progress else None)

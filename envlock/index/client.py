@@ -23,12 +23,12 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from packaging.utils import canonicalize_name
 
 from envlock._files import atomic_write_bytes
-from envlock.errors import EnvlockError, IndexError_, OfflineError
+from envlock.errors import BuildError, EnvlockError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
 from envlock.index.http import Transport
 from envlock.index.metadata import Metadata, parse_metadata
@@ -53,10 +53,16 @@ class IndexClient:
     def __init__(self, config: IndexConfig, *, cache_dir: Optional[Path] = None,
                  offline: bool = False, max_workers: Optional[int] = None,
                  on_request: Optional[Callable[[str], None]] = None,
-                 refresh: bool = False, no_build: bool = False) -> None:
+                 refresh: bool = False, no_build: bool = False,
+                 trust_pkg_info: Iterable[str] = ()) -> None:
         self.config = config
         #: ``--no-build``: an sdist whose metadata must be built is an error instead
         self.no_build = no_build
+        #: ``--trust-pkg-info``: projects whose sdists' PKG-INFO is read even where it marks
+        #: Requires-Dist dynamic (Metadata-Version 2.2 or later only), instead of a build
+        self.trust_pkg_info = frozenset(str(canonicalize_name(n)) for n in trust_pkg_info)
+        #: (project, version) -> what the lock says of dependencies read that way
+        self.trusted: Dict[Tuple[str, str], str] = {}
         self.cache_dir = cache_dir
         self.offline = offline
         self.transport = Transport(config, cache_dir, offline=offline, on_request=on_request,
@@ -305,7 +311,8 @@ class IndexClient:
         return self.cache_dir / "built-metadata" / ident[:2] / f"{ident}.metadata"
 
     def _sdist_metadata(self, dist: Dist) -> Metadata:
-        """PKG-INFO when it is reliable, else the metadata its build backend produces."""
+        """PKG-INFO when it is reliable (or trusted: ``--trust-pkg-info``), else the
+        metadata its build backend produces."""
         from envlock.index.sdist_build import (
             BuildSettings,
             build_metadata,
@@ -323,6 +330,8 @@ class IndexClient:
                 continue
             if p != path or not needs_build(blob):
                 return parse_metadata(blob)
+            if self._trusts(dist, blob):
+                return self._trusted_metadata(dist, blob)
         if self.offline:
             raise OfflineError(f"metadata of {dist.filename} is not in the cache and "
                                f"--offline forbids the network")
@@ -337,6 +346,9 @@ class IndexClient:
         if info is not None and not needs_build(info):
             self._store(path, info)
             return parse_metadata(info)
+        if info is not None and self._trusts(dist, info):
+            self._store(path, info)  # read back only under the same option (above)
+            return self._trusted_metadata(dist, info)
         built_path = self._built_path(sha)
         if built_path is not None:
             try:
@@ -346,11 +358,34 @@ class IndexClient:
         settings = BuildSettings(index_url=self.config.index_url,
                                  extra_index_urls=tuple(self.config.extra_index_urls),
                                  find_links=tuple(self.config.find_links))
-        with self._build_lock:
-            built = build_metadata(data, dist.filename, dist.name, settings,
-                                   no_build=self.no_build)
+        try:
+            with self._build_lock:
+                built = build_metadata(data, dist.filename, dist.name, settings,
+                                       no_build=self.no_build)
+        except BuildError as exc:
+            hint = _trust_hint(dist, info)
+            if hint is None or exc.hint:
+                raise
+            raise type(exc)(exc.message, hint=hint) from None
         self._store(built_path, built)
         return parse_metadata(built)
+
+    def _trusts(self, dist: Dist, blob: bytes) -> bool:
+        from envlock.index.sdist_build import declared_requires
+
+        return dist.name in self.trust_pkg_info and declared_requires(blob) is not None
+
+    def _trusted_metadata(self, dist: Dist, blob: bytes) -> Metadata:
+        """PKG-INFO read although it marks its dependencies dynamic; the lock says so."""
+        meta = parse_metadata(blob)
+        version = dist.parsed[1] if dist.parsed else ""
+        deps = ", ".join(meta.requires_dist) or "none"
+        with self._lock:
+            self.trusted[(dist.name, str(version))] = (
+                f"{dist.name} {version}: dependencies ({deps}) read from its sdist's "
+                f"PKG-INFO, which marks them dynamic, instead of a build "
+                f"(--trust-pkg-info {dist.name})")
+        return meta
 
     def _store(self, path: Optional[Path], blob: bytes) -> None:
         if path is None:
@@ -413,6 +448,21 @@ def _run_into(fut: Future, fn: Callable[..., object], *args: object) -> None:
         fut.set_result(fn(*args))
     except BaseException as exc:  # noqa: BLE001 - delivered to the waiter
         fut.set_exception(exc)
+
+
+def _trust_hint(dist: Dist, info: Optional[bytes]) -> Optional[str]:
+    """For a build that failed or was forbidden: the dependencies its PKG-INFO lists (but
+    marks dynamic), and the option that reads them instead; None when it lists none a
+    tool could trust (an old PKG-INFO says nothing by leaving them out)."""
+    from envlock.index.sdist_build import declared_requires
+
+    declared = declared_requires(info)
+    if not declared:
+        return None
+    shown = ", ".join(declared[:6]) + (", ..." if len(declared) > 6 else "")
+    return (f"its PKG-INFO lists {shown} but marks them dynamic (the build may differ); "
+            f"if they are right, --trust-pkg-info {dist.name} reads them instead of "
+            f"building, and the lock records it")
 
 
 def _digest(*parts: str) -> str:

@@ -39,7 +39,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from envlock.errors import BuildError, IndexError_, NoBuildError
 
-__all__ = ["needs_build", "pkg_info", "build_metadata", "BuildSettings"]
+__all__ = ["needs_build", "pkg_info", "build_metadata", "BuildSettings", "declared_requires"]
 
 #: The backend pip and uv assume when an sdist has no ``[build-system]`` table.
 _LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
@@ -76,6 +76,25 @@ def needs_build(pkg_info_blob: Optional[bytes]) -> bool:
         return True
     dynamic = {v.strip().lower() for v in (msg.get_all("Dynamic") or [])}
     return bool(dynamic & {"requires-dist", "requires-python", "provides-extra"})
+
+
+def declared_requires(pkg_info_blob: Optional[bytes]) -> Optional[List[str]]:
+    """The ``Requires-Dist`` lines of a ``PKG-INFO`` written by a tool that knew about
+    ``Dynamic`` (Metadata-Version 2.2 or later), even where it marks them dynamic; None
+    for an older one, whose missing lines say nothing (setuptools wrote none at all).
+
+    What ``--trust-pkg-info`` reads instead of a build, and what the hint of a failed
+    build shows: flash-attn's sdist lists ``torch`` and ``einops`` there, marked dynamic,
+    and its ``setup.py`` imports torch, which its build requirements do not name.
+    """
+    if pkg_info_blob is None:
+        return None
+    msg = BytesHeaderParser().parsebytes(pkg_info_blob)
+    raw = (msg.get("Metadata-Version") or "").strip()
+    m = re.match(r"^(\d+)\.(\d+)$", raw)
+    if m is None or not (2, 2) <= (int(m.group(1)), int(m.group(2))) < (3, 0):
+        return None
+    return [v.strip() for v in (msg.get_all("Requires-Dist") or [])]
 
 
 def pkg_info(data: bytes, filename: str) -> Optional[bytes]:

@@ -288,6 +288,8 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
         advisories, extra, notes = _rejudge(matrix, spec, choice, advisories, resolved_versions,
                                             libs)
         decision.extend(notes)
+        decision.extend(note for (name, version), note in sorted(client.trusted.items())
+                        if resolved_versions.get(name) == version)
         if extra:
             for aid in extra:
                 adv = matrix.advisories[aid]
@@ -551,6 +553,7 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
                                       overrides, why or {})
     # The matrix already knows torch's Requires-Dist: start fetching those pages and
     # metadata now, in parallel with torch's own (often slow, range-read) metadata.
+    finder.add_roots(reqs)  # speculation stays inside them (see Finder.prefetch)
     finder.prefetch(reqs[0])  # the critical path first: torch's page and metadata
     build = matrix.torch_releases[v.release].builds.get(v.platform)
     hints = list(v.pins) + (list(build.requires) if build is not None and v.on_pypi else [])

@@ -83,6 +83,9 @@ class ResolveRequest:
     prefer: Optional[str] = None
     #: ``--prerelease`` (uv's modes; see :data:`envlock.resolve.closure.PRERELEASE_MODES`)
     prerelease: str = "if-necessary"
+    #: ``--trust-pkg-info``: projects whose sdists' dynamic PKG-INFO dependencies are read
+    #: instead of built (canonical names, sorted)
+    trust_pkg_info: Tuple[str, ...] = ()
 
     def inputs(self, matrix_version: str) -> Dict[str, Any]:
         """Everything that determines the lock, for the inputs hash and ``--check``.
@@ -106,6 +109,7 @@ class ResolveRequest:
             # only when not the default, so locks made before the option stay fresh
             **({"prefer": self.prefer} if self.prefer else {}),
             **({"prerelease": self.prerelease} if self.prerelease != "if-necessary" else {}),
+            **({"trust-pkg-info": list(self.trust_pkg_info)} if self.trust_pkg_info else {}),
         }
 
     def inputs_hash(self, matrix_version: str) -> str:

@@ -64,6 +64,10 @@ CASES: List[Tuple[str, str, Sequence[str], Sequence[str]]] = [
     ("old-torch", "2.1.2", ["sympy"], []),
     ("older-python-torch", "2.3.1", ["einops", "tqdm"], []),
     ("vllm-pins-torch", "2.4.0", ["vllm==0.6.3"], ["--cuda", "12.1"]),
+    # flash-attn's build imports torch without declaring it; its PKG-INFO marks
+    # Requires-Dist dynamic in lower case, which uv reads as static (see
+    # test_trust_pkg_info.py): envlock reads it only when told to
+    ("sdist-dynamic-flash-attn", "2.5.1", ["flash-attn"], ["--trust-pkg-info", "flash-attn"]),
 ]
 
 
