@@ -19,6 +19,7 @@ from typing import (
     Dict,
     Iterator,
     List,
+    Mapping,
     Optional,
     Sequence,
     Tuple,
@@ -136,6 +137,22 @@ def _wanted_versions(matrix: Matrix, variant: TorchVariant,
     from envlock.resolve.closure import companion_versions
 
     return companion_versions(matrix.companions, variant.release)
+
+
+def _held_companions(matrix: Matrix, variant: TorchVariant,
+                     versions: Mapping[str, str]) -> List[str]:
+    """The decision line for torchvision and torchaudio in the closure: the matrix pairing
+    holds them to the chosen torch, where pip and uv take the newest (torchaudio 2.11.0
+    declares no torch requirement, and with torch 2.5.1 fails at import), so a lock that
+    differs from theirs says why."""
+    paired = _wanted_versions(matrix, variant, ())
+    held = [f"{name} {versions[name]}" for name in ("torchvision", "torchaudio")
+            if name in versions and name in paired]
+    if not held:
+        return []
+    return [f"{', '.join(held)}: held to the release{'s' if len(held) > 1 else ''} paired "
+            f"with torch {variant.version_string} in the matrix (pip and uv take the newest, "
+            f"which may be built for another torch)"]
 
 
 def _torch_from_requirements(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
@@ -290,6 +307,7 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
         decision.extend(notes)
         decision.extend(note for (name, version), note in sorted(client.trusted.items())
                         if resolved_versions.get(name) == version)
+        decision.extend(_held_companions(matrix, v, resolved_versions))
         if extra:
             for aid in extra:
                 adv = matrix.advisories[aid]

@@ -60,6 +60,18 @@ def test_requested_torchaudio_is_the_paired_one(world: IndexServer, tmp_path: Pa
     r, pkgs = _locked(world, "pypi", tmp_path, "torchaudio")
     assert r.code == 0, r.err
     assert pkgs["torch"] == "2.5.1" and pkgs["torchaudio"] == "2.5.1"
+    # the lock says why it differs from what pip or uv would pick (the newest, 2.11.0)
+    lines = _toml.loads((tmp_path / "envlock.lock").read_text())["target"][0]["decision"]
+    assert "torchaudio 2.5.1: held to the release paired with torch 2.5.1 in the matrix " \
+           "(pip and uv take the newest, which may be built for another torch)" in lines, lines
+
+
+def test_a_lock_without_companions_says_nothing_of_them(world: IndexServer, tmp_path: Path,
+                                                        cache: Path) -> None:
+    r, pkgs = _locked(world, "pypi", tmp_path)
+    assert r.code == 0, r.err
+    lines = _toml.loads((tmp_path / "envlock.lock").read_text())["target"][0]["decision"]
+    assert not [ln for ln in lines if "held to the release" in ln], lines
 
 
 def test_torchaudio_pulled_in_by_a_dependency_is_the_paired_one(
