@@ -125,6 +125,28 @@ def build_metadata(data: bytes, filename: str, project: str, settings: BuildSett
             f"{project} ({filename}) is only available as a source distribution whose "
             f"dependencies must be built (PKG-INFO lacks reliable Requires-Dist), and "
             f"--no-build forbids running its build backend")
+    try:
+        return _build_metadata(data, filename, settings)
+    except OSError as exc:  # the disk, not the package: say which, in one line
+        raise BuildError(f"{filename}: its build environment could not be prepared "
+                         f"({os_reason(exc)})") from None
+
+
+def os_reason(exc: OSError) -> str:
+    """One short line for an OSError, also for the list of errors ``shutil.copytree``
+    gathers (whose text is every file it failed on)."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) \
+            and exc.args[0]:
+        first = exc.args[0][0]
+        more = len(exc.args[0]) - 1
+        reason = str(first[-1]) if isinstance(first, tuple) and first else str(first)
+        return reason + (f" (and {more} more file{'s' if more > 1 else ''})" if more else "")
+    text = exc.strerror or str(exc) or type(exc).__name__
+    where = exc.filename if isinstance(exc.filename, str) else None
+    return f"{text}: {where}" if where else text
+
+
+def _build_metadata(data: bytes, filename: str, settings: BuildSettings) -> bytes:
     with tempfile.TemporaryDirectory(prefix="envlock-build-") as tmp:
         root = Path(tmp)
         src = _unpack(data, filename, root / "src")
@@ -259,7 +281,28 @@ def _install_build_requires(python: str, requires: Sequence[str], settings: Buil
             template = Path(_TEMPLATE_ROOT[0].name) / str(len(_TEMPLATES))
             _pip_install_into(str(template), requires, settings, filename)
             _TEMPLATES[key] = template
-    shutil.copytree(template, target, dirs_exist_ok=True, symlinks=True)
+    link_tree(template, target)
+
+
+def link_tree(template: Path, target: Path) -> None:
+    """Give a build environment the template's packages: its own directory tree (a build
+    may add, replace or remove files there), with every file a hard link to the
+    template's, or a copy where a link cannot be made (another file system).
+
+    Copies cost the build requirements' full size for every build: backtracking through
+    old vLLM sdists, each needing torch to build, filled 40 GB of /tmp (measured). The
+    hooks run with PYTHONDONTWRITEBYTECODE and pip replaces files rather than writing into
+    them, so the shared inodes are only read.
+    """
+    shutil.copytree(template, target, dirs_exist_ok=True, symlinks=True,
+                    copy_function=_link_or_copy)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _pip_install(python: str, requires: Sequence[str], settings: BuildSettings,
