@@ -54,13 +54,6 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         yield srv
 
 
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(d))
-    return d
-
-
 def resolve(world: IndexServer, *args: str):
     return run_cli("resolve", "--index-url", world.url("pypi"),
                    "--pytorch-index-url", f"{world.base}/pytorch", *args)

@@ -50,13 +50,6 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         yield srv
 
 
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(d))
-    return d
-
-
 def _lock(path: Path) -> dict:
     return _toml.loads(path.read_text())
 
