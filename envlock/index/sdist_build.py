@@ -35,7 +35,7 @@ import zipfile
 from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from pathlib import Path, PurePosixPath
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envlock.errors import BuildError, IndexError_, NoBuildError
 
@@ -70,9 +70,7 @@ def needs_build(pkg_info_blob: Optional[bytes]) -> bool:
     if pkg_info_blob is None:
         return True
     msg = BytesHeaderParser().parsebytes(pkg_info_blob)
-    raw = (msg.get("Metadata-Version") or "").strip()
-    m = re.match(r"^(\d+)\.(\d+)$", raw)
-    if m is None or (int(m.group(1)), int(m.group(2))) < (2, 2):
+    if _metadata_version(msg) < (2, 2):
         return True
     dynamic = {v.strip().lower() for v in (msg.get_all("Dynamic") or [])}
     return bool(dynamic & {"requires-dist", "requires-python", "provides-extra"})
@@ -90,11 +88,15 @@ def declared_requires(pkg_info_blob: Optional[bytes]) -> Optional[List[str]]:
     if pkg_info_blob is None:
         return None
     msg = BytesHeaderParser().parsebytes(pkg_info_blob)
-    raw = (msg.get("Metadata-Version") or "").strip()
-    m = re.match(r"^(\d+)\.(\d+)$", raw)
-    if m is None or not (2, 2) <= (int(m.group(1)), int(m.group(2))) < (3, 0):
+    if not (2, 2) <= _metadata_version(msg) < (3, 0):
         return None
     return [v.strip() for v in (msg.get_all("Requires-Dist") or [])]
+
+
+def _metadata_version(msg: Any) -> Tuple[int, int]:
+    """``Metadata-Version`` as (major, minor); (0, 0) when absent or malformed."""
+    m = re.match(r"^(\d+)\.(\d+)$", (msg.get("Metadata-Version") or "").strip())
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def pkg_info(data: bytes, filename: str) -> Optional[bytes]:
