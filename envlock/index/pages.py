@@ -12,12 +12,11 @@ HTML and JSON pages.
 from __future__ import annotations
 
 import html
-import json
 import re
 import threading
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from itertools import chain, repeat
+from itertools import repeat
 from operator import is_not, itemgetter
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urldefrag, urljoin
@@ -85,7 +84,7 @@ def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet
         if fn.endswith((".tar.gz", ".zip")):
             stem = fn[:-7] if fn.endswith(".tar.gz") else fn[:-4]
             name_part, sep, version_part = stem.rpartition("-")
-            if not sep:
+            if not sep or not name_part:
                 return None
             return _canon(name_part), _version(version_part), (), frozenset(), "sdist"
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
@@ -103,7 +102,7 @@ def _parse_wheel_filename(fn: str) -> Tuple[str, Version, BuildTag, FrozenSet[Ta
         raise InvalidWheelFilename(f"Invalid wheel filename (wrong number of parts): {stem!r}")
     parts = stem.split("-", dashes - 2)
     name_part = parts[0]
-    if "__" in name_part or _WHEEL_NAME.match(name_part) is None:
+    if "__" in name_part or _WHEEL_NAME.fullmatch(name_part) is None:
         raise InvalidWheelFilename(f"Invalid project name: {stem!r}")
     version = _version(parts[1])
     build: BuildTag = ()
@@ -115,7 +114,7 @@ def _parse_wheel_filename(fn: str) -> Tuple[str, Version, BuildTag, FrozenSet[Ta
     return _canon(name_part), version, build, _tags(parts[-1])
 
 
-_WHEEL_NAME = re.compile(r"^[\w\d._]*$", re.UNICODE)
+_WHEEL_NAME = re.compile(r"[\w._]+", re.UNICODE)  # packaging 26.3: not empty, no newline
 _BUILD_TAG = re.compile(r"(\d+)(.*)", re.ASCII)  # as packaging: ASCII digits only
 
 
@@ -125,8 +124,24 @@ def _version(text: str) -> Version:
     return Version(text)
 
 
+#: The most tags one wheel's compressed tag set may stand for. Real wheels name a few
+#: (``py2.py3-none-any``, two manylinux aliases); a name such as ``a.b.c...-a.b.c...-...``
+#: from a hostile index would otherwise expand into millions of Tag objects.
+MAX_TAGS = 256
+
+
 @lru_cache(maxsize=4096)
 def _tags(text: str) -> FrozenSet[Tag]:
+    """The tags of a wheel name's last part, by packaging 26.3's rules whichever packaging
+    is installed: three components, none empty, interpreters that are identifiers (older
+    packaging accepted ``-0-0-0.whl``; 26.3 raises InvalidTag, which older envlock let
+    escape as an internal error). Raises InvalidWheelFilename."""
+    parts = [component.split(".") for component in text.split("-")]
+    if (len(parts) != 3 or any("" in component for component in parts)
+            or not all(interpreter.isidentifier() for interpreter in parts[0])):
+        raise InvalidWheelFilename(f"Invalid wheel filename (invalid tag): {text!r}")
+    if len(parts[0]) * len(parts[1]) * len(parts[2]) > MAX_TAGS:
+        raise InvalidWheelFilename(f"Invalid wheel filename (over {MAX_TAGS} tags): {text!r}")
     return parse_tag(text)
 
 

@@ -38,7 +38,7 @@ from resolvelib.resolvers import ResolutionTooDeep
 from envlock.errors import ConflictError, InputError
 from envlock.index.client import IndexClient
 from envlock.index.config import redact
-from envlock.index.pages import Dist, triple_key
+from envlock.index.pages import MAX_TAGS, Dist, triple_key
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 
@@ -462,6 +462,8 @@ def _fast_rank(filename: str, rank_of: Mapping[str, int],
     ok_py, ok_plat = parts_ok
     # cheap rejections first: most files are for other platforms or Pythons
     plat_list = plats.split(".")
+    if (pys.count(".") + 1) * (abis.count(".") + 1) * len(plat_list) > MAX_TAGS:
+        return -1  # the full parse rejects it (a hostile name's millions of tags)
     if not any(p in ok_plat for p in plat_list):
         return None
     py_list = pys.split(".")

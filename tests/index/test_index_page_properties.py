@@ -13,6 +13,7 @@ import os
 import string
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -199,7 +200,11 @@ def test_redact_and_check_url_never_leak_credentials(scheme: str, user: str,
 
 
 def _packaging_parse(fn: str) -> Any:
-    """The reference: what packaging itself makes of a file name (None: not usable)."""
+    """The reference: what packaging itself makes of a file name (None: not usable), by
+    packaging 26.3's rules on any packaging version. 26.3 rejects an empty or
+    newline-ended project name and a tag with an empty part or an interpreter that is not
+    an identifier; older releases accepted them, and envlock rejects them on every version
+    (26.3 raised InvalidTag from inside its own parse, which escaped as an internal error)."""
     from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename,
                                  parse_sdist_filename, parse_wheel_filename)
     from packaging.version import InvalidVersion
@@ -207,9 +212,17 @@ def _packaging_parse(fn: str) -> Any:
     try:
         if fn.endswith(".whl"):
             name, version, build, tags = parse_wheel_filename(fn)
+            name_part = fn[:-4].split("-")[0]
+            tag_parts = [c.split(".") for c in fn[:-4].split("-")[-3:]]
+            if (not name_part or name_part.endswith("\n")
+                    or any("" in c for c in tag_parts)
+                    or not all(i.isidentifier() for i in tag_parts[0])):
+                return None  # what packaging < 26.3 let through
             return str(name), version, build, tags, "wheel"
         if fn.endswith((".tar.gz", ".zip")):
             name, version = parse_sdist_filename(fn)
+            if not name:
+                return None  # packaging < 26.3 let an empty name through
             return str(name), version, (), frozenset(), "sdist"
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
         return None
@@ -245,6 +258,30 @@ def test_file_names_parse_as_packaging_parses_them(fn: str) -> None:
     from envlock.index.pages import _parse_filename
 
     assert _parse_filename(fn) == _packaging_parse(fn)
+
+
+def test_a_compressed_tag_set_that_explodes_is_not_a_usable_file() -> None:
+    """A hostile index can name a wheel whose compressed tag set stands for millions of
+    tags (60 x 60 x 60 here): it is not a file anyone can install, and expanding it would
+    cost seconds and hundreds of megabytes per name. Real wheels stand for a handful."""
+    from envlock.index.pages import MAX_TAGS, _parse_filename
+
+    many = ".".join(f"x{i}" for i in range(60))
+    assert _parse_filename(f"demo-1.0-{many}-{many}-{many}.whl") is None
+    fine = ".".join(f"cp3{i}" for i in range(MAX_TAGS))
+    assert len(_parse_filename(f"demo-1.0-{fine}-none-any.whl")[3]) == MAX_TAGS
+
+
+@pytest.mark.parametrize("fn", ["-0-A-0-0.whl", "-0-0-0-0.whl", "demo-1.0-0-none-any.whl",
+                                "demo-1.0-py3..py2-none-any.whl", "demo\n-1.0-py3-none-any.whl",
+                                "-1.0.tar.gz"])
+def test_names_that_new_packaging_rejects_are_rejected_on_every_version(fn: str) -> None:
+    """The names packaging 26.3 raises for (the first two from a hypothesis run on a
+    machine that had it: InvalidTag escaped the parse there) are unusable files whatever
+    packaging is installed, not an internal error."""
+    from envlock.index.pages import _parse_filename
+
+    assert _parse_filename(fn) is None
 
 
 good_names = st.sampled_from(["demo-1.0-py3-none-any.whl", "demo-1.0.tar.gz", "Demo_X-2.0.zip",
