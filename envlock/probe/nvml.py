@@ -86,6 +86,28 @@ _FABRIC_COMPLETED = 3
 _MIB = 1 << 20
 
 
+class _FabricInfo(ctypes.Structure):
+    """``nvmlGpuFabricInfo_t`` as nvml.h lays it out. Not pynvml's: up to 13.610 it
+    declares ``clusterUuid`` with 80 bytes instead of 16, so the state it reads back from a
+    real driver is always 0 (not supported), which said "not-applicable" for an NVSwitch
+    machine whose fabric manager was down (found on a real H100 host's pynvml 13.610.43)."""
+
+    _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int),
+                ("cliqueId", ctypes.c_uint), ("state", ctypes.c_ubyte)]
+
+
+class _FabricInfoV2(ctypes.Structure):
+    """``nvmlGpuFabricInfo_v2_t`` as nvml.h lays it out (versioned by size, 36 bytes)."""
+
+    _fields_ = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_ubyte * 16),
+                ("status", ctypes.c_int), ("cliqueId", ctypes.c_uint),
+                ("state", ctypes.c_ubyte), ("healthMask", ctypes.c_uint)]
+
+
+def _fabric_info_v2() -> _FabricInfoV2:
+    return _FabricInfoV2(version=ctypes.sizeof(_FabricInfoV2) | (2 << 24))
+
+
 @dataclass(frozen=True)
 class NvmlReport:
     """What one NVML probe learned; ``driver`` is a ``Driver`` whenever probing happened."""
@@ -373,21 +395,21 @@ def _fabric(nv: Any, notes: List[str], handles: Mapping[int, Any]) -> Optional[s
 
 
 def _fabric_state(nv: Any, notes: List[str], index: int, handle: Any) -> Optional[str]:
+    err: Any = None
     try:
-        info, err = None, None
+        # pynvml's wrappers pass the pointer through; the structures are our own
+        info: Any = None
         fn_v = getattr(nv, "nvmlDeviceGetGpuFabricInfoV", None)
-        struct_v = getattr(nv, "c_nvmlGpuFabricInfoV_t", None)
-        if fn_v is not None and struct_v is not None:
-            info = struct_v()
+        if fn_v is not None:
+            info = _fabric_info_v2()
             _, err = _dev(nv, fn_v, handle, ctypes.byref(info))
         if info is None or (err is not None and err.value in (_FUNCTION_NOT_FOUND,
                                                                _ARGUMENT_VERSION_MISMATCH)):
             fn = getattr(nv, "nvmlDeviceGetGpuFabricInfo", None)
-            struct = getattr(nv, "c_nvmlGpuFabricInfo_t", None)
-            if fn is None or struct is None:
+            if fn is None:
                 _once(notes, "nvml: this pynvml has no fabric query")
                 return None
-            info = struct()
+            info = _FabricInfo()
             _, err = _dev(nv, fn, handle, ctypes.byref(info))
     except _Lost:
         notes.append(f"nvml: gpu {index} was lost while its fabric state was read")

@@ -330,6 +330,35 @@ def test_fabric_manager_state(libdir: Path, tmp_path: Path, lines: List[str],
     assert report["links"] == [link(0, 1, "NVSWITCH", True)]
 
 
+#: The last nvidia-ml-py whose unversioned ``c_nvmlGpuFabricInfo_t`` has an 80-byte uuid
+#: (13.615 has nvml.h's 16): found on a real H100 host, where the legacy call read back
+#: "not supported" for every state.
+OLD_PYNVML = "nvidia-ml-py==13.610.43"
+
+
+@pytest.mark.online
+@pytest.mark.parametrize("lines, state", [
+    (["fabric_v 0", "fabric 0 state=3 status=0", "fabric 1 state=1 status=0"], "not-running"),
+    (["fabric_v 0", "fabric 0 state=3 status=0", "fabric 1 state=3 status=0"], "running"),
+    (["fabric 0 state=3 status=0", "fabric 1 state=1 status=0"], "not-running"),
+], ids=["legacy-not-started", "legacy-running", "versioned-not-started"])
+def test_fabric_state_does_not_depend_on_pynvml_struct_layouts(
+        libdir: Path, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, lines: List[str], state: str) -> None:
+    """With a pynvml whose legacy structure is wrong, a fabric manager that is down is
+    still ``not-running``: the probe passes nvml.h's layouts, never pynvml's."""
+    where = tmp_path_factory.getbasetemp() / "old-pynvml"
+    if not (where / "pynvml.py").exists():
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                               "--disable-pip-version-check", "--target", str(where),
+                               OLD_PYNVML], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            pytest.skip(f"PyPI is unreachable ({OLD_PYNVML}): {proc.stderr.strip()[-200:]}")
+    monkeypatch.setenv("PYTHONPATH", str(where))  # the child probe imports that pynvml
+    report = probe(libdir, tmp_path, two_gpus(*lines, "nvswitch 0", "nvswitch 1"))
+    assert report["driver"]["fabric_manager"] == state
+
+
 # -- the module itself -------------------------------------------------------------------------
 
 def test_importing_the_probe_loads_neither_pynvml_nor_torch() -> None:

@@ -80,15 +80,23 @@ typedef struct {
 
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
 
+/* nvml.h: nvmlGpuFabricState_t is an unsigned char, and the uuid is 16 bytes (pynvml up
+ * to 13.610 declared 80 for the unversioned struct: its reads of a real driver's answer
+ * miss the state) */
 typedef struct {
     unsigned char clusterUuid[16];
-    unsigned status, cliqueId, state;
+    int status;
+    unsigned cliqueId;
+    unsigned char state;
 } nvmlGpuFabricInfo_t;
 
 typedef struct {
     unsigned version;
     unsigned char clusterUuid[16];
-    unsigned status, cliqueId, state, healthMask;
+    int status;
+    unsigned cliqueId;
+    unsigned char state;
+    unsigned healthMask;
     unsigned char healthSummary; /* v3 only */
 } nvmlGpuFabricInfo_v3_t;
 
