@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Mapping, Optional, Tuple
 
 from envlock.errors import InputError
 
@@ -32,13 +32,16 @@ class Interpreter:
     path: Tuple[str, ...]
 
 
-def describe_interpreter(python: str, timeout: float = 60.0) -> Interpreter:
-    """Run ``python`` in this environment (``PYTHONPATH`` and the user site count, as they
-    do for the user's own command) and read its facts; :class:`InputError` when it cannot
-    run. The ``-c`` entry for the current directory is left out."""
+def describe_interpreter(python: str, timeout: float = 60.0,
+                         env: Optional[Mapping[str, str]] = None) -> Interpreter:
+    """Run ``python`` in the environment being recorded (``env``, default this process's:
+    ``PYTHONPATH`` and the user site count, as they do for the user's own command) and read
+    its facts; :class:`InputError` when it cannot run. The ``-c`` entry for the current
+    directory is left out. A snapshot told of another environment must not see envlock's
+    own ``PYTHONPATH`` (seen on a GPU host where envlock's dependencies sat on it)."""
     try:
         proc = subprocess.run([python, "-c", _CHILD], capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, env=None if env is None else dict(env))
     except subprocess.TimeoutExpired:
         raise InputError(f"--python {python} did not answer in {timeout:.0f} s") from None
     except OSError as exc:

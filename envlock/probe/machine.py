@@ -82,7 +82,7 @@ def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optio
     if python is not None:
         from envlock.probe.interpreter import describe_interpreter
 
-        other = describe_interpreter(python)
+        other = describe_interpreter(python, env=env)
         py = PythonInfo(version=other.version, implementation=other.implementation,
                         executable=other.executable)
         paths = list(other.path) if paths is None else paths
