@@ -113,7 +113,8 @@ def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
                     ld_cache: str = "/etc/ld.so.cache",
                     cuda_roots: Optional[Sequence[str]] = None,
                     consumer: Optional[str] = None,
-                    version_cache: Optional[Path] = None) -> Tuple[Library, ...]:
+                    version_cache: Optional[Path] = None,
+                    default_dirs: Optional[Sequence[str]] = None) -> Tuple[Library, ...]:
     """Every copy of :data:`LIBRARY_NAMES` found, grouped by name in that order.
 
     ``env`` supplies ``LD_LIBRARY_PATH`` (default: this process's environment);
@@ -121,7 +122,9 @@ def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
     (default: ``sys.path``, then the site and user-site directories); ``cuda_roots``
     default to ``/usr/local/cuda*``; ``consumer`` is the object whose loads are predicted
     (default: torch's ``libtorch_cuda.so``, else ``libtorch_global_deps.so``);
-    ``version_cache`` is a JSON file remembering versions by real path, size and mtime.
+    ``version_cache`` is a JSON file remembering versions by real path, size and mtime;
+    ``default_dirs`` are the loader's trusted directories (default: the system's, such as
+    ``/lib/x86_64-linux-gnu``, where a GPU host's own cuDNN or NCCL often lives).
     """
     environ = os.environ if env is None else env
     sites = _default_site_dirs() if site_dirs is None else [str(s) for s in site_dirs]
@@ -138,7 +141,9 @@ def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
 
     ld_dirs = _search_list(environ.get("LD_LIBRARY_PATH", ""), exe_dir, ":;")
     cache = read_ld_cache(ld_cache)
-    loader = _Loader(ld_dirs, cache, _default_dirs(arch[0] if arch else 64), arch,
+    trusted = (_default_dirs(arch[0] if arch else 64) if default_dirs is None
+               else tuple(str(d) for d in default_dirs))
+    loader = _Loader(ld_dirs, cache, trusted, arch,
                      exe_chain=_own_rpath(exe_info, exe_dir))
 
     consumer_obj: Optional[_Obj] = None

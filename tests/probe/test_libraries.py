@@ -258,10 +258,16 @@ def fake_machine(tmp_path: Path) -> Dict[str, Path]:
     return {"root": tmp_path, "site": site, "sys": sysdir, "cuda": cuda, "consumer": consumer}
 
 
+#: The fake machine's tests leave out the real host's trusted directories: a GPU host has
+#: its own cuDNN 9 and NCCL in /lib/x86_64-linux-gnu, which would win a plain search.
+NO_SYSTEM_DIRS: Tuple[str, ...] = ()
+
+
 def _probe(m: Dict[str, Path], cache: Optional[Path] = None) -> Tuple[Library, ...]:
     return probe_libraries(env={"LD_LIBRARY_PATH": str(m["sys"])}, site_dirs=[str(m["site"])],
                            ld_cache=str(m["root"] / "absent"), cuda_roots=[str(m["cuda"])],
-                           consumer=str(m["consumer"]), version_cache=cache)
+                           consumer=str(m["consumer"]), version_cache=cache,
+                           default_dirs=NO_SYSTEM_DIRS)
 
 
 EXPECTED = [
@@ -313,7 +319,8 @@ def test_default_consumer_is_torch_in_site_dirs(fake_machine: Dict[str, Path]) -
                        needed=[cu13, site / "nvidia/cublas/lib/libcublas.so.12",
                                site / "nvidia/nccl/lib/libnccl.so.2"], runpath=runpath)
     libs = probe_libraries(env={"LD_LIBRARY_PATH": str(m["sys"])}, site_dirs=[str(site)],
-                           ld_cache=str(m["root"] / "absent"), cuda_roots=[])
+                           ld_cache=str(m["root"] / "absent"), cuda_roots=[],
+                           default_dirs=NO_SYSTEM_DIRS)
     got = {r[1]: r[2:] for r in rows(libs, m["root"])}
     assert got["site/nvidia/cu13/lib/libcudart.so.13"] == ("13.0.96", "nvidia-cuda-runtime", True)
     assert got["site/nvidia/cu13/extra/lib/libnvJitLink.so.13"] == ("13.0", None, False)
@@ -331,7 +338,8 @@ def test_plain_search_without_a_consumer(fake_machine: Dict[str, Path]) -> None:
     """No torch in the site dirs: only LD_LIBRARY_PATH / cache / default dirs can win."""
     m = fake_machine
     libs = probe_libraries(env={"LD_LIBRARY_PATH": str(m["sys"])}, site_dirs=[str(m["site"])],
-                           ld_cache=str(m["root"] / "absent"), cuda_roots=[str(m["cuda"])])
+                           ld_cache=str(m["root"] / "absent"), cuda_roots=[str(m["cuda"])],
+                           default_dirs=NO_SYSTEM_DIRS)
     picked = {r[0]: r[1] for r in rows(libs, m["root"]) if r[4]}
     # cuDNN 9 is only in the wheel (not searched without RUNPATH): the 8 on the path wins.
     # Nothing answers to libcublas.so.12 or libcublas.so.11 (the system copy has no soname
@@ -376,7 +384,8 @@ def test_broken_cache_and_missing_dirs_do_not_crash(fake_machine: Dict[str, Path
                            site_dirs=[str(m["site"]), str(m["root"] / "no-site")],
                            ld_cache=str(m["sys"] / "libcudart.so.12"),  # garbage cache file
                            cuda_roots=[str(m["root"] / "no-cuda")], consumer="/dev/null",
-                           version_cache=cache)
+                           version_cache=cache,
+                           default_dirs=NO_SYSTEM_DIRS)
     assert {r[1] for r in rows(libs, m["root"])} >= {"sys/libnccl.so.2",
                                                      "site/nvidia/nccl/lib/libnccl.so.2"}
     assert json.loads(cache.read_text())["schema"] == "envlock.library-versions/1"

@@ -198,8 +198,8 @@ def test_torch_facts_from_files_without_importing(tmp_path: Path) -> None:
     (t / "__init__.py").write_text("raise SystemExit('must not be imported')\n")
     (t / "version.py").write_text("__version__ = '2.5.1+cu124'\ndebug = False\n"
                                   "cuda: Optional[str] = '12.4'\n")
-    blob = (b"\x00" * 64 + b"garbage sm_ text\x00" + b"\x00sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90\x00"
-            + b"\x00" * 64)
+    blob = (b"\x00" * 64 + b"garbage sm_ text\x00"
+            + b"\x00sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90\x00" + b"\x00" * 64)
     (t / "lib" / "libtorch_python.so").write_bytes(blob)
     info = torch_from_files([str(tmp_path)], cache_dir=tmp_path / "cache")
     assert info is not None and info.version == "2.5.1+cu124" and info.cuda == "12.4"
@@ -211,12 +211,25 @@ def test_torch_facts_from_files_without_importing(tmp_path: Path) -> None:
     assert arch_list_of(t / "lib" / "libtorch_python.so", tmp_path / "cache")[-1] == "sm_89"
 
 
-def test_installed_cpu_torch_is_read_from_files() -> None:
+_TORCH_SAYS = ("import json, torch; print(json.dumps([torch.__version__, torch.version.cuda, "
+               "torch.cuda.get_arch_list() if torch.cuda.is_available() else None]))")
+
+
+def test_installed_torch_is_read_from_files_as_torch_reports_itself() -> None:
+    """Whatever torch is installed (the CPU build in CI, a CUDA build on a GPU host), its
+    files give the version, CUDA line and arch list that importing it gives."""
     pytest.importorskip("torch")
     import site
 
     info = torch_from_files(site.getsitepackages())
-    assert info is not None and info.version.endswith("+cpu") and info.cuda is None
+    proc = subprocess.run([sys.executable, "-c", _TORCH_SAYS], capture_output=True, text=True,
+                          timeout=300, check=True)
+    version, cuda, arch_list = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert info is not None and (info.version, info.cuda) == (version, cuda)
+    if cuda is None:
+        assert version.endswith("+cpu") and not info.arch_list
+    if arch_list is not None:
+        assert list(info.arch_list or ()) == arch_list
 
 
 @pytest.mark.torch
