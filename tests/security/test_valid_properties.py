@@ -23,8 +23,10 @@ by instruction (exactly the instructions envlock writes, whatever the lock holds
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -357,6 +359,42 @@ def snapshot_base() -> Dict[str, Any]:
     return json.loads(SNAPSHOT.read_text())
 
 
+@pytest.fixture(scope="module")
+def own_deps_index(tmp_path_factory: Any) -> Iterator[str]:
+    """A loopback index holding a wheel of every distribution envlock's own dependency
+    closure can name, at the version installed here (else one that satisfies it): the
+    dockerfile export pins them from the configured index, and the suite runs offline
+    (on a host without a network this property failed with exit 4 on PyPI)."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from envlock.distribution import REQUIRES
+    from support.index_server import IndexServer, make_wheel
+
+    d = tmp_path_factory.mktemp("own-deps")
+    with IndexServer() as srv:
+        pypi = srv.add_index("pypi")
+        seen = set()
+        queue = [Requirement(r) for r in REQUIRES]
+        while queue:
+            req = queue.pop()
+            name = canonicalize_name(req.name)
+            if name in seen or (req.marker is not None and "extra" in str(req.marker)):
+                continue
+            seen.add(name)
+            try:
+                dist = md.distribution(name)
+                version, requires = dist.version, list(dist.requires or [])
+            except md.PackageNotFoundError:  # e.g. tomli, needed below Python 3.11
+                version, requires = next(v for v in ("99.0", "2.0.1", "1.0")
+                                         if req.specifier.contains(v)), []
+            pypi.add(make_wheel(d, name, version, requires=requires))
+            queue.extend(Requirement(r) for r in requires)
+        yield srv.url("pypi")
+
+
 def _run(argv: List[str], codes: List[int]) -> Result:
     """One CLI run under the contract (no exit 70, no traceback, one-line errors, no raw
     control characters); its exit code is added to ``codes``."""
@@ -377,7 +415,28 @@ def _no_raw_controls(r: Result, argv: List[str]) -> None:
 @SETTINGS
 @given(data=st.data())
 def test_valid_generated_locks(tmp_path_factory: Any, lock_base: Dict[str, Any],
-                               data: st.DataObject) -> None:
+                               own_deps_index: str, data: st.DataObject) -> None:
+    with _environ(PIP_INDEX_URL=own_deps_index):
+        _check_generated_lock(tmp_path_factory, lock_base, data)
+
+
+@contextlib.contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the in-process CLI runs of one example."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _check_generated_lock(tmp_path_factory: Any, lock_base: Dict[str, Any],
+                          data: st.DataObject) -> None:
     doc, broken = data.draw(valid_lock(lock_base))
     tmp = tmp_path_factory.mktemp("lock")
     path = tmp / "gen.lock"
