@@ -18,7 +18,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envlock.checks.finding import Finding, sort_findings
 from envlock.errors import InputError
-from envlock.fleet.fingerprint import Facts, fact_label, facts_diff
+from envlock.fleet.fingerprint import UNKNOWN, Facts, fact_label, facts_diff
 from envlock.snapshot import Snapshot
 
 __all__ = ["NodeInput", "Missing", "Group", "Located", "FleetResult", "lock_check",
@@ -189,10 +189,15 @@ def compare_fleet(nodes: Sequence[NodeInput], *, expected: int, lock: object = N
         rep = _rep(group_nodes)
         differences: Tuple[str, ...] = ()
         if d != major:
-            keys, differences = _differences(major_rep or major_nodes[0], rep or group_nodes[0],
-                                             len(major_nodes), hosts)
-            located.append(Located(_drift_finding(keys, differences, major_rep or major_nodes[0],
-                                                  len(major_nodes), hosts), hosts))
+            keys, differences, unknown = _differences(
+                major_rep or major_nodes[0], rep or group_nodes[0], len(major_nodes), hosts)
+            if keys:
+                located.append(Located(_drift_finding(
+                    keys, differences, major_rep or major_nodes[0], len(major_nodes), hosts),
+                    hosts))
+            if unknown:
+                located.append(Located(_unknown_finding(unknown, hosts), hosts))
+                differences += unknown
         groups.append(Group(label=_label(i), fingerprint=d,
                             nodes=tuple(x.node for x in group_nodes),
                             ranks=tuple(x.rank for x in group_nodes), hosts=hosts,
@@ -241,14 +246,21 @@ def _fmt(value: Optional[str]) -> str:
 
 
 def _differences(major: NodeInput, minor: NodeInput, n_major: int, hosts: Sequence[str]
-                 ) -> Tuple[List[str], Tuple[str, ...]]:
-    """Which facts differ, as keys and as sentences; from the full facts when both sides
+                 ) -> Tuple[List[str], Tuple[str, ...], Tuple[str, ...]]:
+    """Which facts differ, as keys and as sentences, and sentences for the facts one side
+    does not record (compared with neither verdict); from the full facts when both sides
     have them, else from the summaries the fingerprints carried."""
+    nodes = f"{n_major} node{'s' if n_major != 1 else ''}"
+    unknown: Tuple[str, ...] = ()
     if major.facts is not None and minor.facts is not None:
         a, b = major.facts, minor.facts
         keys = facts_diff(a, b)
         if len(keys) > 1 and "lock" in keys:
             keys.remove("lock")  # the lock findings themselves say what the lock check found
+        unread = [k for k in keys if UNKNOWN in (a.get(k), b.get(k))]
+        keys = [k for k in keys if k not in unread]
+        unknown = tuple(f"{_label_of(k)} {_fmt(a.get(k))} on {nodes}, {_fmt(b.get(k))} on "
+                        f"{hosts_text(hosts)}" for k in unread)
     else:
         a = dict(major.summary)
         b = dict(minor.summary)
@@ -256,10 +268,22 @@ def _differences(major: NodeInput, minor: NodeInput, n_major: int, hosts: Sequen
         if not keys:
             keys = ["fingerprint"]
             a, b = {"fingerprint": major.digest}, {"fingerprint": minor.digest}
-    nodes = f"{n_major} node{'s' if n_major != 1 else ''}"
     sentences = tuple(f"{_label_of(k)} {_fmt(a.get(k))} on {nodes}, {_fmt(b.get(k))} on "
                       f"{hosts_text(hosts)}" for k in keys)
-    return keys, sentences
+    return keys, sentences, unknown
+
+
+def _unknown_finding(unknown: Sequence[str], hosts: Sequence[str]) -> Finding:
+    """Facts one side's snapshot does not record: not compared, said so (a snapshot taken
+    without --deep does not know which cuDNN and NCCL torch was built with)."""
+    where = hosts_text(hosts)
+    return Finding("fleet-unknown", "warning", "config",
+                   f"{where} could not be compared with the majority on "
+                   f"{len(unknown)} fact{'s' if len(unknown) != 1 else ''}: a snapshot does "
+                   f"not record {'it' if len(unknown) == 1 else 'them'}",
+                   "; ".join(unknown),
+                   ("take every node's snapshot the same way, with --deep "
+                    "(envlock snapshot --deep -o FILE)",), subject=hosts[0])
 
 
 def _label_of(key: str) -> str:
@@ -299,7 +323,8 @@ def _fixes(keys: Sequence[str], major: NodeInput, where: str) -> Tuple[str, ...]
         elif kind == "env":
             out.append(f"on {where}: unset {name}" if v is None
                        else f"on {where}: export {name}={v}")
-    out.append(f"or rebuild {where} from the image the majority runs")
+    out.append(f"{'or rebuild' if out else 'rebuild'} {where} from the image the majority "
+               f"runs")
     return tuple(dict.fromkeys(out))
 
 

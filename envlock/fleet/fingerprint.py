@@ -32,10 +32,14 @@ from typing import Any, Collection, Dict, FrozenSet, List, Mapping, Optional, Se
 
 from envlock.snapshot import GpuInfo, Snapshot
 
-__all__ = ["Facts", "MESSAGE_LIMIT", "NodeMessage", "package_scope", "fleet_facts", "digest",
-           "summary_of", "describe_gpus", "fact_label", "facts_diff"]
+__all__ = ["Facts", "UNKNOWN", "MESSAGE_LIMIT", "NodeMessage", "package_scope", "fleet_facts",
+           "digest", "summary_of", "describe_gpus", "fact_label", "facts_diff"]
 
 Facts = Dict[str, Optional[str]]
+
+#: the value of a fact the node's snapshot does not record (not the same as absent: two
+#: nodes are never said to differ on it, and it is never said to agree)
+UNKNOWN = "(not recorded)"
 
 #: the fingerprint message of one node must stay below this many bytes
 MESSAGE_LIMIT = 1024
@@ -80,14 +84,17 @@ def fleet_facts(snapshot: Snapshot, *, scope: Optional[FrozenSet[str]] = None,
     from packaging.utils import canonicalize_name
 
     t = snapshot.torch
+    # torch read from its files (a snapshot without --deep) does not say which cuDNN and
+    # NCCL it was built with: unknown, never "absent"
+    unread = UNKNOWN if t is not None and t.source != "import" else None
     facts: Facts = {
         "python": snapshot.python.version,
         "driver": snapshot.driver.version if snapshot.driver is not None else None,
         "gpus": describe_gpus(snapshot.visible_gpus()),
         "torch": t.version if t else None,
         "torch.cuda": t.cuda if t else None,
-        "torch.cudnn": t.cudnn if t else None,
-        "torch.nccl": t.nccl if t else None,
+        "torch.cudnn": (t.cudnn or unread) if t else None,
+        "torch.nccl": (t.nccl or unread) if t else None,
     }
     for lib in sorted(snapshot.libraries, key=lambda x: x.name):
         if lib.selected:
