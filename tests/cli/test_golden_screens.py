@@ -82,7 +82,9 @@ def _scenarios(tmp: Path) -> Dict[str, Tuple[str, ...]]:
         "doctor-hang-log-healthy": ("doctor", "--snapshot", snap("h100-match"),
                                     "--log", f"{t}/hang.log"),
         "fleet-fabric-manager-down": ("fleet", "--snapshots", f"{t}/fleet/*.json"),
-        "resolve-offline": ("resolve", "--gpu", "H100 SXM", "--offline", "--dry-run"),
+        # the target Python named: the default is the running interpreter's
+        "resolve-offline": ("resolve", "--gpu", "H100 SXM", "--python", "3.11", "--offline",
+                            "--dry-run"),
         "resolve-no-kernels": ("resolve", "--gpu", "V100", "--cuda", "13.0", "--offline",
                                "--dry-run"),
         "snapshot-show-h100": ("snapshot", "--show", snap("h100-match")),

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
 
-from support.index_server import IndexServer, make_wheel
-from support.torch_world import add_package, add_torch_release, torch_requires
+from support.index_server import IndexServer
+from support.torch_world import add_package, add_torch_release
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -90,23 +90,16 @@ def _world(tmp: Path) -> Iterator[IndexServer]:
         done: dict = {}
         add_torch_release(pypi, tmp, "2.15.0", done=done)
         cu124 = srv.add_index("cu124", prefix="whl/cu124")
-        reqs = torch_requires("2.4.1")
-        cu124.add(make_wheel(tmp / "cu124", "torch", "2.4.1+cu124", requires=reqs,
-                             tag="cp310-cp310-linux_x86_64"))
+        # the PyTorch index build, and PyPI's (cu121) one, each with its triton, for 3.10
         add_torch_release(cu124, tmp, "2.4.1", local="cu124", deps_index=pypi,
                           done=dict(done), python="3.10")
-        for idx in (cu124, pypi):  # the PyTorch index build, and PyPI's (cu121) one
-            idx.add(make_wheel(tmp / idx.name, "triton", "3.0.0",
-                               tag="cp310-cp310-manylinux_2_17_x86_64"))
-        pypi.add(make_wheel(tmp / "pypi", "torch", "2.4.1", requires=reqs,
-                            tag="cp310-cp310-manylinux1_x86_64"))
         add_torch_release(pypi, tmp, "2.4.1", done=done, python="3.10")
         # envlock's own dependencies, at the versions installed here (what the Dockerfile
         # export pins), and the cuBLAS that H20's advisory asks for
         from importlib.metadata import version as installed
 
-        for name in ("packaging", "resolvelib", "requests", "tomlkit", "nvidia-ml-py",
-                     "tomli", "charset-normalizer", "idna", "urllib3", "certifi"):
+        for name in ("packaging", "resolvelib", "urllib3", "certifi", "tomlkit",
+                     "nvidia-ml-py", "tomli"):
             try:
                 add_package(pypi, tmp, name, installed(name))
             except Exception:  # noqa: BLE001 - not installed here: not pinned either

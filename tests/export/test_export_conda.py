@@ -10,14 +10,15 @@ import yaml
 
 from envlock.lock.io import load_lock
 from exportkit import World, export_text, locked_versions, parse_pins, pip, split_hashes
+from support.torch_world import RUNNING_PYTHON
 
 LOCKS = Path(__file__).resolve().parents[1] / "data" / "locks"
 
 
-def _pip_items(text: str) -> list:
+def _pip_items(text: str, python: str = "3.11") -> list:
     doc = yaml.safe_load(text)
     deps = doc["dependencies"]
-    assert deps[:2] == ["python=3.11", "pip"]
+    assert deps[:2] == [f"python={python}", "pip"]
     (section,) = [d for d in deps if isinstance(d, dict)]
     assert list(section) == ["pip"]
     return list(section["pip"])
@@ -53,7 +54,8 @@ def test_conda_pip_section_matches_the_lock(lock: str, target: str) -> None:
 def test_pip_accepts_the_conda_pip_section_as_conda_runs_it(world: World,
                                                             tmp_path: Path) -> None:
     """conda writes the items to a requirements file and runs pip (with dependencies)."""
-    items = _pip_items(export_text(world.h100_lock, "conda", "h100-sxm"))
+    # the world's lock is for the running interpreter, resolve's default target
+    items = _pip_items(export_text(world.h100_lock, "conda", "h100-sxm"), RUNNING_PYTHON)
     req = tmp_path / "condaenv.requirements.txt"
     req.write_text("\n".join(items) + "\n")
     proc = pip("install", "--dry-run", "--target", str(tmp_path / "t"), "-r", str(req))

@@ -106,10 +106,12 @@ def test_rank0_that_never_starts_env_launch(tmp_path: Path) -> None:
     assert elapsed < 2 + START_S, elapsed  # was 46-75 s for --timeout 2
 
 
+@pytest.mark.torch
 def test_rank0_killed_before_its_verdict_env_launch(tmp_path: Path) -> None:
     """env:// where rank 0 hosts the store: once rank 1 has arrived (its key is in the
     store) rank 0 is killed while it still waits for rank 2, which never starts. Rank 1
     exits 1 at once and names rank 0."""
+    pytest.importorskip("torch.distributed")  # the test reads the store with torch's client
     port = free_port()
     write_snapshots(tmp_path, ["match"] * 3)
     procs = {r: _start(tmp_path, _env(r, 3, port), "--snapshot", "rank-{RANK}.json",
@@ -176,6 +178,7 @@ def test_rank0_killed_before_its_verdict_under_torchrun(tmp_path: Path) -> None:
     """torchrun, rank 2 never starts, so rank 0 waits; once rank 1 has arrived (its key is
     in the agent's store) rank 0's worker is killed. torchrun then stops the other workers
     with SIGTERM: rank 1 exits 1 by itself and says that rank 0 never gave a verdict."""
+    pytest.importorskip("torch.distributed")  # torchrun
     proc, codes = _harness_job(tmp_path, "codes", 3, die=[2], timeout="120")
     try:
         _, harness0 = wait_for("rank 0's pids", lambda: pids(codes, 0))  # type: ignore
@@ -206,6 +209,7 @@ def test_rank0_that_never_starts_under_torchrun(tmp_path: Path) -> None:
     the verdict until the documented bound, then exit 1 naming rank 0 (it took 93 s and
     more). Each rank says how long it waited, counted from its own start (the job's wall
     time adds torch's start-up, which a loaded machine makes long)."""
+    pytest.importorskip("torch.distributed")  # torchrun
     proc, codes = _harness_job(tmp_path, "codes", 3, die=[0], timeout="2")
     out, err = _communicate(proc)
     assert rank_codes(codes) == {1: 1, 2: 1}, (out, err)
@@ -221,6 +225,7 @@ def test_rank0_stopped_before_its_verdict_tells_the_others(tmp_path: Path) -> No
     """torchrun, rank 2 never starts; once rank 1 has arrived, rank 0's envlock alone gets
     SIGTERM (torchrun does not notice). Rank 0 says so in the store instead of a verdict,
     and rank 1 stops at once: both exit 1, rank 1 naming rank 0."""
+    pytest.importorskip("torch.distributed")  # torchrun
     proc, codes = _harness_job(tmp_path, "codes", 3, die=[2], timeout="120")
     try:
         child0, _ = wait_for("rank 0's pids", lambda: pids(codes, 0))  # type: ignore
@@ -248,6 +253,7 @@ def test_rank0_stopped_while_it_probes_still_tells_the_others(tmp_path: Path) ->
     can arrive before rank 0 has its own fingerprint; this once left rank 1 waiting the full
     bound). Rank 0's snapshot file is a FIFO nobody writes, so its probe blocks for certain
     until the signal; rank 1 must still be told at once."""
+    pytest.importorskip("torch.distributed")  # torchrun
     proc, codes = _harness_job(tmp_path, "codes", 3, die=[2], timeout="120", stuck=[0])
     try:
         child0, _ = wait_for("rank 0's pids", lambda: pids(codes, 0))  # type: ignore

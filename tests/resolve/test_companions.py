@@ -14,10 +14,9 @@ import pytest
 
 from envlock import _toml
 from envlock.matrix.load import load_matrix
-from support.index_server import IndexServer, make_wheel
-from support.torch_world import add_package, add_torch_release, resolve, torch_requires
-
-AUDIO_TAG = "cp311-cp311-manylinux1_x86_64"
+from support.index_server import IndexServer
+from support.torch_world import (add_cpython_package, add_package, add_torch_release, resolve,
+                                 torch_requires)
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +25,12 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     with IndexServer() as srv:
         pypi = srv.add_index("pypi")
         add_torch_release(pypi, tmp, "2.5.1", done={})
-        add_package(pypi, tmp, "torchaudio", "2.5.1", ["torch==2.5.1"], tag=AUDIO_TAG)
-        add_package(pypi, tmp, "torchaudio", "2.11.0", [], tag=AUDIO_TAG)  # no torch pin
+        add_cpython_package(pypi, tmp, "torchaudio", "2.5.1", ["torch==2.5.1"])
+        add_cpython_package(pypi, tmp, "torchaudio", "2.11.0", [])  # no torch pin
         add_package(pypi, tmp, "speech-app", "1.0", ["torchaudio"])  # pulls it in
         only_new = srv.add_index("only-new")
         add_torch_release(only_new, tmp, "2.5.1", done={})
-        add_package(only_new, tmp, "torchaudio", "2.11.0", [], tag=AUDIO_TAG)
+        add_cpython_package(only_new, tmp, "torchaudio", "2.11.0", [])
         yield srv
 
 
@@ -103,9 +102,7 @@ def triton_world(tmp_path_factory: pytest.TempPathFactory):
     with IndexServer() as srv:
         for name, newest in (("paired", "3.1.0"), ("unpaired", None)):
             idx = srv.add_index(name)
-            add_torch_release(idx, tmp, "2.5.1", python="3.13", done={})
-            idx.add(make_wheel(tmp / name, "torch", "2.5.1", tag=PY313,
-                               requires=torch_requires("2.5.1")))
+            add_torch_release(idx, tmp, "2.5.1", python="3.13", done={})  # a cp313 torch
             if newest:
                 add_package(idx, tmp, "triton", newest, tag=PY313)
             add_package(idx, tmp, "triton", "3.2.0", tag=PY313)  # built for torch 2.6.0

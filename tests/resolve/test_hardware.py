@@ -162,6 +162,7 @@ def test_decision_is_recorded() -> None:
 # component) where no override reaches; the PyPI build with the cuBLAS override wins, and
 # a build whose cuBLAS the matrix does not know ranks below it. 2.4.1 is different: its
 # cu124 build pins cuBLAS 12.4.2.65, where the advisory is known false, and it wins.
+# The table is for Python 3.11: torch 2.1.x has no wheels for a newer Python.
 
 H20_RELEASES = ["2.1.0", "2.1.1", "2.1.2", "2.2.2", "2.3.1"]
 
@@ -184,8 +185,8 @@ def test_h20_table_offline_with_an_empty_cache(release: str, tmp_path: Path,
 
     monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "empty-cache"))
     out = tmp_path / "envlock.lock"
-    r = run_cli("resolve", "--gpu", "H20", "--torch", f"=={release}", "--offline",
-                "-o", str(out), "-v")
+    r = run_cli("resolve", "--gpu", "H20", "--torch", f"=={release}", "--python", "3.11",
+                "--offline", "-o", str(out), "-v")
     assert r.code == 0, r.err
     lock = _toml.loads(out.read_text())
     _h20_lock_checks(lock, release)
@@ -244,7 +245,7 @@ def test_h20_table_against_loopback_indexes(h20_world: Any, release: str, tmp_pa
     out = tmp_path / "envlock.lock"
     r = run_cli("resolve", "--index-url", h20_world.url("pypi"),
                 "--pytorch-index-url", f"{h20_world.base}/pytorch", "--gpu", "H20",
-                "--torch", f"=={release}", "-o", str(out))
+                "--torch", f"=={release}", "--python", "3.11", "-o", str(out))
     assert r.code == 0, r.err
     lock = _toml.loads(out.read_text())
     _h20_lock_checks(lock, release)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,8 @@ import pytest
 from envlock import _toml
 from support.cli import run_cli
 from support.index_server import IndexServer
-from support.torch_world import (add_package, add_pytorch_index_build, add_torch_release,
-                                 resolve)
+from support.torch_world import (add_cpython_package, add_package, add_pytorch_index_build,
+                                 add_torch_release, resolve)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         add_torch_release(pypi, tmp, "2.5.1", done=done)
         add_torch_release(pypi, tmp, "2.3.1", done=done)
         add_package(pypi, tmp, "nvidia-cublas-cu12", "12.4.5.8")  # the H20 override target
-        add_package(pypi, tmp, "torchvision", "0.20.1", ["torch==2.5.1", "numpy"],
-                    tag="cp311-cp311-manylinux1_x86_64")
+        add_cpython_package(pypi, tmp, "torchvision", "0.20.1", ["torch==2.5.1", "numpy"])
         add_package(pypi, tmp, "numpy", "2.1.0")
         add_package(pypi, tmp, "app", "1.0", ["helper>=1.0", "private-lib>=1"])
         add_package(pypi, tmp, "helper", "1.2")
@@ -67,7 +67,10 @@ def test_full_closure_with_hashes(world: IndexServer, tmp_path: Path, cache: Pat
     assert pk["nvidia-cublas-cu12"]["version"] == "12.4.5.8"
     assert pk["triton"]["version"] == "3.1.0"
     assert {"sympy", "mpmath", "jinja2", "markupsafe", "filelock", "fsspec"} <= set(pk)
-    assert len(pk) == 22  # the same closure uv and pip compute for torch 2.5.1
+    # the same closure uv and pip compute for torch 2.5.1: 22 packages, and setuptools where
+    # the target (the running interpreter) is Python 3.12 or newer
+    py312 = sys.version_info >= (3, 12)
+    assert len(pk) == 22 + py312 and ("setuptools" in pk) == py312
     for p in pk.values():
         for f in p["files"]:
             local = world.indexes["pypi"].find(f["name"])
@@ -154,7 +157,8 @@ def test_offline_reuses_the_cache_and_without_it_locks_the_gpu_core(
     assert t["closure"] == "gpu-core"
     pk = packages(lock)
     assert pk["torch"]["version"] == "2.5.1"
-    assert pk["nvidia-cudnn-cu12"]["version"] == "9.1.0.70" and pk["nvidia-cudnn-cu12"]["files"] == []
+    assert pk["nvidia-cudnn-cu12"]["version"] == "9.1.0.70"
+    assert pk["nvidia-cudnn-cu12"]["files"] == []
     assert "sympy" not in pk
     assert any("without hashes or transitive closure" in d for d in t["decision"])
     assert "GPU core only" in r.out
@@ -234,7 +238,8 @@ def test_json_contract(world: IndexServer, tmp_path: Path, cache: Path) -> None:
 
 def test_several_targets_in_one_lock(world: IndexServer, tmp_path: Path, cache: Path) -> None:
     out = tmp_path / "envlock.lock"
-    r = resolve(world, "--gpu", "H100 SXM", "--gpu", "A100 SXM", "--torch", "==2.5.1", "-o", str(out))
+    r = resolve(world, "--gpu", "H100 SXM", "--gpu", "A100 SXM", "--torch", "==2.5.1",
+                "-o", str(out))
     assert r.code == 0, r.err
     lock = load(out)
     assert [t["name"] for t in lock["target"]] == ["a100-sxm4-80gb", "h100-sxm"]

@@ -12,7 +12,7 @@ from typing import Optional
 import pytest
 from support.cli import run_cli
 from support.index_server import IndexServer, make_sdist
-from support.torch_world import add_package, add_torch_release, resolve
+from support.torch_world import add_cpython_package, add_package, add_torch_release, resolve
 
 from envlock import _toml
 from envlock.index.sdist_build import needs_build
@@ -72,8 +72,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         add_package(pypi, tmp, "tvpin", "1.0", ["torchvision==0.19.0"])
         add_package(pypi, tmp, "lightish", "1.0", ["torch>=2.0"])
         add_package(pypi, tmp, "lightish", "2.0", ["torch>=2.5"])
-        add_package(pypi, tmp, "torchvision", "0.19.0", ["torch==2.4.0"],
-                    tag="cp311-cp311-manylinux1_x86_64")
+        add_cpython_package(pypi, tmp, "torchvision", "0.19.0", ["torch==2.4.0"])
         add_package(pypi, tmp, "uses-old", "1.0", ["oldpkg"])
         pypi.add(make_sdist(tmp / "sdists", "oldpkg", "1.0", files={"setup.py": _SETUP_PY},
                             pkg_info=_OLD_PKG_INFO))
@@ -230,7 +229,9 @@ def test_prerelease_mode_is_part_of_the_inputs(world: IndexServer, tmp_path: Pat
 def test_override_applies_to_a_direct_requirement(world: IndexServer, tmp_path: Path,
                                                   cache: Path) -> None:
     out = tmp_path / "l.lock"
-    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.1.2", "numpy", "-o", str(out))
+    # torch 2.1.2 has wheels for Python 3.8-3.11 only
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.1.2", "--python", "3.11", "numpy",
+                "-o", str(out))
     assert r.code == 0, r.err
     assert packages(out)["numpy"]["version"] == "1.26.4"
     lock = _toml.loads(out.read_text())
@@ -240,7 +241,8 @@ def test_override_applies_to_a_direct_requirement(world: IndexServer, tmp_path: 
 
 def test_override_against_a_user_pin_names_both(world: IndexServer, tmp_path: Path,
                                                 cache: Path) -> None:
-    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.1.2", "numpy==2.2.6", "--dry-run")
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.1.2", "--python", "3.11",
+                "numpy==2.2.6", "--dry-run")
     assert r.code == 6, (r.code, r.err)
     assert "numpy==2.2.6 (requested)" in r.err and "numpy==1.26.4" in r.err
     assert "numpy2-with-torch-before-2-3" in r.err

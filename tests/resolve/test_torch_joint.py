@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.cli import run_cli
 from support.index_server import IndexServer
-from support.torch_world import add_package, add_torch_release
+from support.torch_world import add_cpython_package, add_package, add_torch_release
 
 from envlock import _toml
 
@@ -41,8 +41,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         # tvapp -> tvlib -> torchvision==0.19.0, which the matrix pairs with torch 2.4.0
         add_package(pypi, tmp, "tvlib", "1.0", ["torchvision==0.19.0"])
         add_package(pypi, tmp, "tvapp", "1.0", ["tvlib"])
-        add_package(pypi, tmp, "torchvision", "0.19.0", ["torch==2.4.0"],
-                    tag="cp311-cp311-manylinux1_x86_64")
+        add_cpython_package(pypi, tmp, "torchvision", "0.19.0", ["torch==2.4.0"])
         # every version of "ncclfan" needs an NCCL that torch 2.4.0's own pin rules out: a
         # conflict the torch walk cannot see (it follows torch and its companions only)
         add_package(pypi, tmp, "ncclfan", "1.0", ["nvidia-nccl-cu12>=2.21"])

@@ -4,7 +4,11 @@
 is 800 MB and download.pytorch.org is not always reachable. Everything here builds small
 wheels with *real* names, versions, tags and Requires-Dist (the fake ``torch`` carries
 exactly the pins of the matrix's ``torch-pypi.toml``), so that the resolver, pip and uv
-behave as they would against the real indexes. Two ways to use it:
+behave as they would against the real indexes. CPython wheels (torch, torchvision,
+triton, numpy ...) are published for :data:`WORLD_PYTHONS`: the running interpreter, which
+``envlock resolve`` targets by default, and 3.11; a torch release gets wheels only for the
+Pythons it really had (the matrix's list), so torch 2.1.2 has no cp312 wheel. Two ways to
+use it:
 
 * building blocks for a test's own world: :func:`add_torch_release` publishes a torch
   release with its real pins and every dependency they name (a version that satisfies the
@@ -14,7 +18,7 @@ behave as they would against the real indexes. Two ways to use it:
 
   - ``pypi`` (``<base>/pypi/simple``): torch 2.5.1 (cu124, the PyPI default build),
     torchvision 0.20.1, the cu124 and cu121 ``nvidia-*`` wheels, triton and the
-    pure-Python dependencies;
+    pure-Python dependencies (setuptools too, which torch needs on Python 3.12+);
   - ``cu121`` (``<base>/whl/cu121``, the PyTorch index layout): ``torch 2.5.1+cu121``,
     ``torchvision 0.20.1+cu121``, triton and the cu121 ``nvidia-*`` wheels it pins, except
     cuBLAS, as on the real index where only PyPI has the cuBLAS an advisory asks for.
@@ -34,7 +38,8 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import (Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -46,11 +51,33 @@ from support.cli import Result, run_cli
 from support.index_server import Index, IndexServer, make_wheel
 
 __all__ = ["torch_requires", "satisfying_version", "add_torch_release", "add_package",
-           "add_pytorch_index_build", "resolve",
+           "add_cpython_package", "add_pytorch_index_build", "resolve", "cp_tag", "cp_tags",
+           "RUNNING_PYTHON", "WORLD_PYTHONS",
            "TorchWorld", "torch_world", "populate", "clean_env", "TORCH", "CU121_REQUIRES"]
 
-TORCH_TAG = {"manylinux1_x86_64": "cp311-cp311-manylinux1_x86_64",
-             "manylinux_2_28_x86_64": "cp311-cp311-manylinux_2_28_x86_64"}
+#: The running interpreter's X.Y: the Python ``envlock resolve`` targets when no
+#: ``--python`` is given (as pip and uv do).
+RUNNING_PYTHON = "{}.{}".format(*sys.version_info[:2])
+
+#: The Pythons these worlds publish CPython wheels for: the running interpreter (the
+#: default target) and 3.11, which tests name with ``--python 3.11``. A torch release the
+#: matrix says had no wheels for one of them gets none for it, as on the real index (torch
+#: 2.1.2 has no cp312 wheel), so a test of such a release passes ``--python 3.11``.
+WORLD_PYTHONS: Tuple[str, ...] = tuple(dict.fromkeys((RUNNING_PYTHON, "3.11")))
+
+#: The platform tags of the torch wheels (the matrix's ``wheel_tags``).
+_TORCH_PLATFORMS = ("manylinux1_x86_64", "manylinux_2_28_x86_64")
+
+
+def cp_tag(python: str, platform: str) -> str:
+    """The CPython wheel tag of ``python`` on ``platform``: ``cp312-cp312-linux_x86_64``."""
+    cp = "cp" + python.replace(".", "")
+    return f"{cp}-{cp}-{platform}"
+
+
+def cp_tags(platform: str, pythons: Iterable[str] = WORLD_PYTHONS) -> List[str]:
+    """:func:`cp_tag` for each of ``pythons``."""
+    return [cp_tag(p, platform) for p in pythons]
 
 
 def torch_requires(release: str, platform: str = "linux_x86_64") -> List[str]:
@@ -81,40 +108,62 @@ def add_package(index: Index, tmp: Path, name: str, version: str,
     return index.add(make_wheel(tmp / index.name, name, version, requires=requires, tag=tag))
 
 
+def add_cpython_package(index: Index, tmp: Path, name: str, version: str,
+                        requires: Sequence[str] = (), platform: str = "manylinux1_x86_64",
+                        pythons: Iterable[str] = WORLD_PYTHONS) -> List[Path]:
+    """A binary package (torchvision, torchaudio, numpy): one wheel per Python."""
+    return [add_package(index, tmp, name, version, requires, tag=tag)
+            for tag in cp_tags(platform, pythons)]
+
+
 def add_torch_release(index: Index, tmp: Path, release: str, *, local: str = "",
-                      requires: Optional[Iterable[str]] = None, python: str = "3.11",
+                      requires: Optional[Iterable[str]] = None,
+                      python: Union[str, Sequence[str], None] = None,
                       platform: str = "linux_x86_64", deps_index: Optional[Index] = None,
                       done: Optional[Dict[str, str]] = None) -> Path:
-    """Publish ``torch==release[+local]`` with its real pins, and every dependency."""
+    """Publish ``torch==release[+local]`` with its real pins, and every dependency.
+
+    One torch wheel per Python in ``python`` (default: those of :data:`WORLD_PYTHONS` the
+    release has wheels for, by the matrix); each dependency as those Pythons' markers
+    select it. Returns the wheel for the running interpreter, else the first one."""
     reqs = list(requires) if requires is not None else torch_requires(release, platform)
     build = get_matrix().torch_releases[release].builds[platform]
-    plat_tag = next((t for t in build.wheel_tags if t in TORCH_TAG), "manylinux1_x86_64")
+    if python is None:
+        pythons = [p for p in WORLD_PYTHONS if p in build.pythons]
+    else:
+        pythons = [python] if isinstance(python, str) else list(python)
+        missing = [p for p in pythons if p not in build.pythons]
+        assert not missing, f"torch {release} has no wheels for Python {', '.join(missing)}"
+    assert pythons, f"torch {release} has no wheels for Python {', '.join(WORLD_PYTHONS)}"
+    plat_tag = next((t for t in build.wheel_tags if t in _TORCH_PLATFORMS), "manylinux1_x86_64")
     version = f"{release}+{local}" if local else release
-    path = index.add(make_wheel(tmp / index.name, "torch", version, requires=reqs,
-                                tag=TORCH_TAG.get(plat_tag, "cp311-cp311-manylinux1_x86_64")))
-    env = dict(marker_environment(python, platform), extra="")
+    paths = [index.add(make_wheel(tmp / index.name, "torch", version, requires=reqs,
+                                  tag=cp_tag(py, plat_tag))) for py in pythons]
     target = deps_index or index
     done = {} if done is None else done
-    for text in reqs:
-        req = Requirement(text)
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
-        name = req.name.lower()
-        v = satisfying_version(req.specifier)
-        if done.get(f"{name}=={v}"):
-            continue
-        done[f"{name}=={v}"] = v
-        sub: List[str] = []
-        if name == "sympy":
-            sub = ["mpmath<1.4,>=1.1.0"]
-            add_package(target, tmp, "mpmath", "1.3.0")
-        if name == "jinja2":
-            sub = ["MarkupSafe>=2.0"]
-            add_package(target, tmp, "MarkupSafe", "3.0.2")
-        tag = "cp311-cp311-manylinux_2_17_x86_64" if name == "triton" else "py3-none-any"
-        add_package(target if name != "triton" else index, tmp, req.name, v, sub, tag=tag)
-    return path
-
+    for py in pythons:
+        env = dict(marker_environment(py, platform), extra="")
+        for text in reqs:
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+            name = req.name.lower()
+            v = satisfying_version(req.specifier)
+            # triton is a CPython wheel (one per Python), the rest are pure Python
+            key = f"{name}=={v}" + (f"-{py}" if name == "triton" else "")
+            if done.get(key):
+                continue
+            done[key] = v
+            sub: List[str] = []
+            if name == "sympy":
+                sub = ["mpmath<1.4,>=1.1.0"]
+                add_package(target, tmp, "mpmath", "1.3.0")
+            if name == "jinja2":
+                sub = ["MarkupSafe>=2.0"]
+                add_package(target, tmp, "MarkupSafe", "3.0.2")
+            tag = cp_tag(py, "manylinux_2_17_x86_64") if name == "triton" else "py3-none-any"
+            add_package(target if name != "triton" else index, tmp, req.name, v, sub, tag=tag)
+    return paths[pythons.index(RUNNING_PYTHON)] if RUNNING_PYTHON in pythons else paths[0]
 
 
 def add_pytorch_index_build(index: Index, tmp: Path, release: str, *, local: str,
@@ -180,9 +229,11 @@ _PURE: Sequence[Tuple[str, str, Tuple[str, ...], Optional[str]]] = (
     ("fsspec", "2024.10.0", (), ">=3.8"),
     ("sympy", "1.13.1", ("mpmath<1.4,>=1.1.0",), ">=3.8"),
     ("mpmath", "1.3.0", (), None),
+    ("setuptools", "75.6.0", (), ">=3.9"),  # torch needs it on Python 3.12 and newer
 )
-_CP311 = "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64"
 _NVIDIA_TAG = "py3-none-manylinux2014_x86_64"
+#: the platform tag of the CPython wheels PyPI has for numpy, pillow, markupsafe and triton
+_MANYLINUX2014 = "manylinux_2_17_x86_64.manylinux2014_x86_64"
 
 
 def _cu124_pins() -> Dict[str, str]:
@@ -204,19 +255,22 @@ def populate(server: IndexServer, directory: Path) -> None:
     d = Path(directory)
     pypi = server.add_index("pypi")
     cu121 = server.add_index("cu121", prefix="whl/cu121")
-    pypi.add(make_wheel(d / "pypi", "torch", TORCH, tag="cp311-cp311-manylinux1_x86_64",
-                        requires=torch_requires(TORCH), requires_python=">=3.8.0",
-                        files={"torch/version.py": b"__version__ = '2.5.1'\ncuda = '12.4'\n"}))
-    pypi.add(make_wheel(d / "pypi", "torchvision", "0.20.1",
-                        tag="cp311-cp311-manylinux1_x86_64", requires_python=">=3.8",
-                        requires=["numpy", f"torch=={TORCH}", "pillow!=8.3.*,>=5.3.0"]))
+    for tag in cp_tags("manylinux1_x86_64"):
+        pypi.add(make_wheel(d / "pypi", "torch", TORCH, tag=tag,
+                            requires=torch_requires(TORCH), requires_python=">=3.8.0",
+                            files={"torch/version.py":
+                                   b"__version__ = '2.5.1'\ncuda = '12.4'\n"}))
+        pypi.add(make_wheel(d / "pypi", "torchvision", "0.20.1", tag=tag,
+                            requires_python=">=3.8",
+                            requires=["numpy", f"torch=={TORCH}", "pillow!=8.3.*,>=5.3.0"]))
     for name, version, requires, rp in _PURE:
         pypi.add(make_wheel(d / "pypi", name, version, requires=requires, requires_python=rp))
-    for name, version in (("markupsafe", "3.0.2"), ("numpy", "2.1.3"), ("pillow", "11.0.0")):
-        pypi.add(make_wheel(d / "pypi", name, version, tag=_CP311, requires_python=">=3.9"))
-    triton = make_wheel(d / "shared", "triton", "3.1.0", tag=_CP311, requires=["filelock"])
-    pypi.add(triton)
-    cu121.add(triton)
+    for tag in cp_tags(_MANYLINUX2014):
+        for name, version in (("markupsafe", "3.0.2"), ("numpy", "2.1.3"), ("pillow", "11.0.0")):
+            pypi.add(make_wheel(d / "pypi", name, version, tag=tag, requires_python=">=3.9"))
+        triton = make_wheel(d / "shared", "triton", "3.1.0", tag=tag, requires=["filelock"])
+        pypi.add(triton)
+        cu121.add(triton)
     for name, version in sorted(_cu124_pins().items()):
         pypi.add(_nvidia(d / "shared", name, version))
     for name, version in sorted(CU121_PINS.items()):
@@ -225,14 +279,14 @@ def populate(server: IndexServer, directory: Path) -> None:
             pypi.add(wheel)
         if name != "nvidia-cublas-cu12":
             cu121.add(wheel)
-    cu121.add(make_wheel(d / "cu121", "torch", f"{TORCH}+cu121",
-                         tag="cp311-cp311-linux_x86_64", requires=CU121_REQUIRES,
-                         requires_python=">=3.8.0",
-                         files={"torch/version.py":
-                                b"__version__ = '2.5.1+cu121'\ncuda = '12.1'\n"}))
-    cu121.add(make_wheel(d / "cu121", "torchvision", "0.20.1+cu121",
-                         tag="cp311-cp311-linux_x86_64", requires_python=">=3.8",
-                         requires=["numpy", f"torch=={TORCH}", "pillow!=8.3.*,>=5.3.0"]))
+    for tag in cp_tags("linux_x86_64"):
+        cu121.add(make_wheel(d / "cu121", "torch", f"{TORCH}+cu121", tag=tag,
+                             requires=CU121_REQUIRES, requires_python=">=3.8.0",
+                             files={"torch/version.py":
+                                    b"__version__ = '2.5.1+cu121'\ncuda = '12.1'\n"}))
+        cu121.add(make_wheel(d / "cu121", "torchvision", "0.20.1+cu121", tag=tag,
+                             requires_python=">=3.8",
+                             requires=["numpy", f"torch=={TORCH}", "pillow!=8.3.*,>=5.3.0"]))
 
 
 def clean_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:

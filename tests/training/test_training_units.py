@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from envlock.training.draw import Draw
 from envlock.training.sharding import judge_sharding
 from envlock.training.world import judge_alone, judge_world
@@ -76,10 +78,11 @@ def test_import_does_not_import_torch() -> None:
     assert out.strip() == "False ['check', 'epoch', 'TrainingGuardError']"
 
 
+@pytest.mark.torch
 def test_drawing_leaves_random_state_alone() -> None:
     import random
 
-    import torch
+    torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader, RandomSampler
 
     from envlock.training.draw import draw
@@ -96,12 +99,13 @@ def test_drawing_leaves_random_state_alone() -> None:
     assert before[2] == random.getstate()
 
 
+@pytest.mark.torch
 def test_numpy_and_tensor_indices_are_drawn_and_other_values_are_unknown() -> None:
-    import torch
+    torch = pytest.importorskip("torch")
 
     from envlock.training.draw import draw
 
-    np = __import__("pytest").importorskip("numpy")
+    np = pytest.importorskip("numpy")
     assert draw(np.arange(5)).indices == (0, 1, 2, 3, 4)
     assert draw([torch.tensor([3, 4]), torch.tensor([5])]).indices == (3, 4, 5)
     assert draw([None, None]).kind == "unknown"
