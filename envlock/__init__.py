@@ -1,6 +1,6 @@
 """envlock: reproducible GPU deep-learning environments.
 
-Importing this package is cheap on purpose: it never imports torch, requests or the
+Importing this package is cheap on purpose: it never imports torch, urllib3 or the
 matrix. Subpackages load what they need when they are used.
 """
 

@@ -32,7 +32,8 @@ DISTRIBUTION = "envlock-gpu"
 REQUIRES: Tuple[str, ...] = (
     "packaging>=24.2",
     "resolvelib>=1.1,<2",
-    "requests>=2.28",
+    "urllib3>=1.26",
+    "certifi",
     "tomlkit>=0.12",
     "nvidia-ml-py>=12.535",
     "tomli>=1.1; python_version < '3.11'",

@@ -18,7 +18,7 @@ from envlock.errors import EnvlockError, ExitCode
 __all__ = ["main", "build_parser", "Output", "COMMANDS"]
 
 #: subcommand name -> module under envlock.cli (imported lazily: `envlock --help` stays fast
-#: and never imports torch, requests or the matrix).
+#: and never imports torch, urllib3 or the matrix).
 COMMANDS = {
     "resolve": "envlock.cli.resolve_cmd",
     "snapshot": "envlock.cli.snapshot_cmd",

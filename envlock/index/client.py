@@ -76,7 +76,7 @@ class IndexClient:
         self._meta: Dict[Tuple[str, str, str], "Future[Metadata]"] = {}
         # builds are CPU- and disk-heavy: one at a time
         self._build_lock = threading.Lock()
-        # No session is made up front: importing requests and building a TLS context cost
+        # No connection pool is made up front: importing urllib3 and building a TLS context cost
         # a few hundred ms of CPU, and a warm run (every page fresh in the cache) never
         # opens a connection. The first request makes it.
 
@@ -161,7 +161,11 @@ class IndexClient:
         if parsed is not None:
             return parsed
         page = parse_page(resp.body, resp.headers.get("Content-Type") or "", url, index, name)
-        self._store_parsed(url, index, body_sha, page)
+        if resp.from_cache:
+            # the parsed form is written when a page is read back from the cache, not when
+            # it first arrives: a resolve with an empty cache (a CI job, a container build)
+            # never reads it back, and writing it was a tenth of such a resolve's CPU
+            self._store_parsed(url, index, body_sha, page)
         return page
 
     def _parsed_path(self, url: str, index: str, body_sha: str) -> Optional[Path]:

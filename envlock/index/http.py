@@ -1,10 +1,10 @@
 """HTTP for the index client: connection reuse, retries, an on-disk cache, file:// URLs.
 
-``requests`` is imported on first network use only, so commands that never touch the
-network (``--offline``, ``verify``) do not pay for it. Responses to plain GETs are cached
-with their validators (ETag / Last-Modified) and honour ``Cache-Control: max-age``; a
-stale entry is revalidated with a conditional request; ``offline=True`` serves whatever
-the cache holds and never opens a connection.
+urllib3 (:mod:`envlock.index.pools`) is imported on first network use only, so commands
+that never touch the network (``--offline``, ``verify``) do not pay for it. Responses to
+plain GETs are cached with their validators (ETag / Last-Modified) and honour
+``Cache-Control: max-age``; a stale entry is revalidated with a conditional request;
+``offline=True`` serves whatever the cache holds and never opens a connection.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Transport:
         self.offline = offline
         self.on_request = on_request
         self.backoff = backoff
-        self._session: Any = None
+        self._pools: Any = None
         self._lock = threading.Lock()
         self._auth: Dict[str, Tuple[str, str]] = {}
         self._cancel = threading.Event()
@@ -80,27 +80,12 @@ class Transport:
                 self._auth[parts.hostname or ""] = (unquote(parts.username),
                                                     unquote(parts.password or ""))
 
-    # -- session ---------------------------------------------------------------------
-    def _get_session(self) -> Any:
+    # -- connections -----------------------------------------------------------------
+    def _get_pools(self) -> Any:
         with self._lock:
-            if self._session is None:
-                import requests
-                from requests.adapters import HTTPAdapter
+            if self._pools is None:
+                from envlock.index.pools import Pools
 
-                from envlock.index.deadline import POOL_CLASSES
-
-                s = requests.Session()
-                # pip's order: its own --cert / PIP_CERT, else the bundle requests takes
-                # from the environment (pip honours it through requests)
-                cafile = self.config.cert or _env_ca_bundle()
-                adapter: Any
-                if self.config.client_cert:
-                    adapter = HTTPAdapter(pool_connections=8, pool_maxsize=16, max_retries=0)
-                else:
-                    adapter = _shared_tls_adapter(cafile)
-                adapter.poolmanager.pool_classes_by_scheme = dict(POOL_CLASSES)
-                s.mount("https://", adapter)
-                s.mount("http://", adapter)
                 if self.config.trusted_hosts:
                     # verification is off only for hosts the user trusts (pip's
                     # --trusted-host): urllib3 would warn on every request to them
@@ -109,17 +94,18 @@ class Transport:
                     from urllib3.exceptions import InsecureRequestWarning
 
                     warnings.filterwarnings("ignore", category=InsecureRequestWarning)
-                s.headers["User-Agent"] = _user_agent()
-                if cafile:
-                    s.verify = cafile
-                if self.config.client_cert:
-                    s.cert = self.config.client_cert
-                self._session = s
-            return self._session
+                trusted = self.config.trusted_hosts
+                # pip's order: its own --cert / PIP_CERT, else the bundle requests takes
+                # from the environment (pip honours it through requests), else certifi's
+                self._pools = Pools(cafile=self.config.cert or _env_ca_bundle(),
+                                    client_cert=self.config.client_cert,
+                                    is_trusted=lambda parts: _trusted(parts, trusted),
+                                    auth=self._auth, user_agent=_user_agent())
+            return self._pools
 
     def close(self) -> None:
-        if self._session is not None:
-            self._session.close()
+        if self._pools is not None:
+            self._pools.clear()
 
     # -- cache -----------------------------------------------------------------------
     def _paths(self, url: str) -> Optional[Tuple[Path, Path]]:
@@ -269,15 +255,10 @@ class Transport:
     def _request(self, url: str, headers: Mapping[str, str], *,
                  max_bytes: Optional[int] = None) -> Response:
         from envlock.index import deadline as dl
+        from envlock.index.pools import RETRYABLE, TooManyRedirects
 
         check_url(url)
-        session = self._get_session()
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        auth = self._auth.get(host)
-        verify: Any = session.verify
-        if _trusted(parts, self.config.trusted_hosts):
-            verify = False
+        pools = self._get_pools()
         limit = self.max_page_bytes if max_bytes is None else (max_bytes or None)
         state = dl.RequestState(time.monotonic() + self.deadline, self._cancel)
         attempts = max(0, self.config.retries) + 1
@@ -297,20 +278,17 @@ class Transport:
                     self.on_request(url)
                 self.stats["requests"] += 1
                 try:
-                    r = session.get(url, headers=dict(headers), timeout=self.config.timeout,
-                                    auth=auth, verify=verify, stream=True)
+                    r = pools.get(url, headers, self.config.timeout)
                     try:
                         body = self._read_body(r, url, limit)
                     finally:
                         r.close()
-                    if r.status_code in RETRY_STATUSES:
-                        last_error = f"HTTP {r.status_code}"
+                    if r.status in RETRY_STATUSES:
+                        last_error = f"HTTP {r.status}"
                         continue
-                except IndexError_:
+                except (IndexError_, KeyboardInterrupt):
                     raise
-                except Exception as exc:  # noqa: BLE001 - requests' exception tree is wide
-                    import requests
-
+                except Exception as exc:  # noqa: BLE001 - urllib3's and ssl's errors are many
                     self._check_state(state, url)
                     refused = _unverified(exc)
                     if refused is not None:  # the same answer on every try: say so at once
@@ -321,13 +299,12 @@ class Transport:
                                  "pip takes it: PIP_CERT or 'cert =' in pip.conf (or "
                                  "REQUESTS_CA_BUNDLE); PIP_TRUSTED_HOST turns verification "
                                  "off for one host") from None
-                    if isinstance(exc, (requests.Timeout, requests.ConnectionError,
-                                        requests.exceptions.ChunkedEncodingError)):
+                    if isinstance(exc, RETRYABLE) and not isinstance(exc, TooManyRedirects):
                         last_error = _short_error(exc)
                         continue
                     raise IndexError_(f"{redact(url)}: {_short_error(exc)}") from None
                 self.stats["bytes"] += len(body)
-                return Response(r.url, r.status_code, body, dict(r.headers))
+                return Response(r.url, r.status, body, dict(r.headers))
         finally:
             dl.bind(previous)
         raise IndexError_(f"cannot reach {redact(url)} ({last_error}, after {attempts} "
@@ -350,7 +327,7 @@ class Transport:
             raise _too_big(url, limit)
         chunks = []
         total = 0
-        for chunk in r.iter_content(64 * 1024):
+        for chunk in r.chunks(64 * 1024):
             total += len(chunk)
             if limit is not None and total > limit:
                 raise _too_big(url, limit)
@@ -446,9 +423,9 @@ def _max_age(headers: Mapping[str, str]) -> Optional[float]:
 
 
 def _unverified(exc: BaseException) -> Optional[str]:
-    """Why the certificate was refused, when ``exc`` (requests wraps urllib3, which wraps
-    the ssl module) comes from a failed certificate verification; else None. Followed
-    through ``reason``, the first argument and the exception chain, a few links deep."""
+    """Why the certificate was refused, when ``exc`` (urllib3 wraps the ssl module) comes
+    from a failed certificate verification; else None. Followed through ``reason``, the
+    first argument and the exception chain, a few links deep."""
     import ssl
 
     cur: Optional[BaseException] = exc
@@ -478,41 +455,3 @@ def _user_agent() -> str:
     from envlock import __version__
 
     return f"envlock/{__version__}"
-
-
-def _shared_tls_adapter(cafile: Optional[str]) -> Any:
-    """An HTTPAdapter whose connections share one TLS context with the CA bundle loaded
-    once. urllib3 otherwise builds a context and re-reads the bundle for every new
-    connection: about 50-90 ms of CPU each (measured), most of a cold resolve's CPU.
-    Verification is unchanged (CERT_REQUIRED, hostname checked by the ssl module);
-    ``verify=False`` for trusted hosts still turns it off per request."""
-    import ssl
-
-    from requests.adapters import HTTPAdapter
-
-    if not hasattr(HTTPAdapter, "build_connection_pool_key_attributes"):  # requests < 2.32
-        return HTTPAdapter(pool_connections=8, pool_maxsize=16, max_retries=0)
-    if cafile is None:
-        from requests.utils import DEFAULT_CA_BUNDLE_PATH
-
-        cafile = DEFAULT_CA_BUNDLE_PATH
-    ctx = ssl.create_default_context(cafile=cafile if os.path.isfile(cafile) else None,
-                                     capath=cafile if os.path.isdir(cafile) else None)
-
-    class _Adapter(HTTPAdapter):
-        def build_connection_pool_key_attributes(self, request: Any, verify: Any,
-                                                 cert: Any = None) -> Any:
-            host, pool = super().build_connection_pool_key_attributes(request, verify, cert)
-            if verify is not False and not cert:
-                pool.pop("ca_certs", None)
-                pool.pop("ca_cert_dir", None)
-                pool["ssl_context"] = ctx
-            return host, pool
-
-        def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
-            super().cert_verify(conn, url, verify, cert)
-            if verify is not False and not cert and url.lower().startswith("https"):
-                conn.ca_certs = None  # already in the shared context
-                conn.ca_cert_dir = None
-
-    return _Adapter(pool_connections=8, pool_maxsize=16, max_retries=0)

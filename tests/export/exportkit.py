@@ -39,8 +39,8 @@ class InstalledVenv:
     pip_output: str
 
 #: what ``import envlock`` and its commands need (the Dockerfile's ``/opt/envlock``)
-ENVLOCK_IMPORTS = ("envlock", "packaging", "resolvelib", "requests", "urllib3", "idna",
-                   "certifi", "charset_normalizer", "tomlkit", "pynvml")
+ENVLOCK_IMPORTS = ("envlock", "packaging", "resolvelib", "urllib3", "certifi", "tomlkit",
+                   "pynvml")
 
 
 def export_text(lock: Path, fmt: str, target: str, output: str = "-") -> str:

@@ -16,7 +16,7 @@ import pytest
 from envlock import _toml
 from envlock.errors import IndexError_
 from envlock.index import IndexClient, IndexConfig
-from envlock.index.pages import COLUMNS
+from envlock.index.pages import COLUMNS, ProjectPage
 from support.cli import run_cli
 from support.index_server import IndexServer, make_wheel
 from support.torch_world import add_package, add_torch_release
@@ -45,6 +45,19 @@ def _client(srv: IndexServer, cache: Path) -> IndexClient:
                     cache_dir=cache)
     c.transport.backoff = 0.01
     return c
+
+
+def _with_parsed_form(server: IndexServer, cache: Path) -> ProjectPage:
+    """The page read twice, as a cold run and a warm one: its parsed form is written when
+    the page is read back from the cache, not on its first fetch. The tests that plant
+    values in that form need it there (a glob over nothing would plant nothing)."""
+    with _client(server, cache) as c:
+        first = c.page(server.url("pypi"), "demo")
+    assert not list((cache / "pages").glob("*.json"))
+    with _client(server, cache) as c:
+        c.page(server.url("pypi"), "demo")
+    assert list((cache / "pages").glob("*.json")), "no parsed form was written"
+    return first
 
 
 def _html(*anchors: str) -> bytes:
@@ -254,8 +267,7 @@ def test_a_planted_parsed_page_in_the_cache_is_not_trusted(server: IndexServer,
     """A parsed-page cache entry from another index (or written by someone else) must not
     stand in for this index's page."""
     cache = tmp_path / "cache"
-    with _client(server, cache) as c:
-        first = c.page(server.url("pypi"), "demo")
+    first = _with_parsed_form(server, cache)
     for p in (cache / "pages").glob("*.json"):
         data = _as_rows(json.loads(p.read_text()))
         data["files"][0][0] = "../../" + data["files"][0][0]
@@ -337,8 +349,7 @@ def test_a_planted_parsed_page_is_refused_whatever_it_breaks(server: IndexServer
     """The parsed form of a fresh page is read without its body; every row is still
     checked (any column, any row), and a page that fails is parsed again from the body."""
     cache = tmp_path / "cache"
-    with _client(server, cache) as c:
-        first = c.page(server.url("pypi"), "demo")
+    first = _with_parsed_form(server, cache)
     for p in (cache / "pages").glob("*.json"):
         data = _as_rows(json.loads(p.read_text()))
         plant(data)
@@ -365,8 +376,7 @@ def test_a_planted_value_in_the_short_form_is_refused(server: IndexServer, tmp_p
     breaks: a value planted there is checked like any other, and a line break cannot
     smuggle in a file."""
     cache = tmp_path / "cache"
-    with _client(server, cache) as c:
-        first = c.page(server.url("pypi"), "demo")
+    first = _with_parsed_form(server, cache)
     planted = 0
     for p in (cache / "pages").glob("*.json"):
         data = json.loads(p.read_text())
@@ -388,8 +398,7 @@ def test_a_planted_row_of_another_project_is_left_out(server: IndexServer,
                                                      tmp_path: Path) -> None:
     """A well-formed row for another project's file is not this project's file."""
     cache = tmp_path / "cache"
-    with _client(server, cache) as c:
-        c.page(server.url("pypi"), "demo")
+    _with_parsed_form(server, cache)
     for p in (cache / "pages").glob("*.json"):
         data = _as_rows(json.loads(p.read_text()))
         evil = list(data["files"][0])
@@ -407,8 +416,7 @@ def test_a_fresh_page_is_served_from_its_parsed_form(server: IndexServer,
     """Within its freshness a page needs neither the network nor its raw body (reading
     and hashing megabytes of bodies was most of a warm resolve)."""
     cache = tmp_path / "cache"
-    with _client(server, cache) as c:
-        first = c.page(server.url("pypi"), "demo")
+    first = _with_parsed_form(server, cache)
     for body in (cache / "http").rglob("*.body"):
         body.write_bytes(b"not the page")
     asked: List[str] = []

@@ -108,6 +108,8 @@ class _Proxy:
 
     def __init__(self) -> None:
         self.relayed: list = []
+        #: the Proxy-Authorization header of each request (None: none sent)
+        self.proxy_auth: list = []
 
     def __enter__(self) -> "_Proxy":
         import threading
@@ -125,8 +127,10 @@ class _Proxy:
 
             def do_GET(self) -> None:  # noqa: N802
                 proxy.relayed.append(self.path)
+                proxy.proxy_auth.append(self.headers.get("Proxy-Authorization"))
                 headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("proxy-connection", "connection", "host")}
+                           if k.lower() not in ("proxy-connection", "connection", "host",
+                                                "proxy-authorization")}
                 req = urllib.request.Request(self.path, headers=headers)
                 try:
                     with direct.open(req, timeout=30) as resp:
@@ -168,8 +172,49 @@ def test_the_proxy_from_the_environment_carries_every_request(
         assert any("/pypi/simple/demo/" in p for p in proxy.relayed), proxy.relayed
         assert any("/files/" in p for p in proxy.relayed), proxy.relayed
         assert _authorised(server)  # the index's credentials went through the proxy to it
+        # ... in the Authorization header only: the request line a proxy logs has none
+        assert not any(SECRET in p or USER in p for p in proxy.relayed), proxy.relayed
+        assert proxy.proxy_auth and not any(proxy.proxy_auth)
         relayed = len(proxy.relayed)
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
         monkeypatch.setenv("no_proxy", "127.0.0.1")
         _fetch(url, tmp_path / "cache-2")
         assert len(proxy.relayed) == relayed  # exempt: straight to the index
+
+
+def test_credentials_in_the_proxy_url_authenticate_to_the_proxy(
+        server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HTTP_PROXY=http://user:pass@proxy:port`` sends Proxy-Authorization to the proxy,
+    and the index's own credentials stay the index's."""
+    import base64
+
+    for var in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+                "all_proxy", "HTTP_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    with _Proxy() as proxy:
+        monkeypatch.setenv("http_proxy", proxy.url.replace("http://", "http://pu%40x:pp@"))
+        _fetch(server.url("pypi").replace("http://", f"http://{USER}:{SECRET}@"),
+               tmp_path / "cache")
+        want = "Basic " + base64.b64encode(b"pu@x:pp").decode()
+        assert proxy.proxy_auth and all(a == want for a in proxy.proxy_auth), proxy.proxy_auth
+        assert _authorised(server)
+
+
+@pytest.mark.parametrize("host, port, no_proxy, bypassed", [
+    ("10.1.2.3", 80, "10.0.0.0/8", True),
+    ("10.1.2.3", 80, "192.168.0.0/16", False),
+    ("pypi.corp.example", 443, ".corp.example", True),
+    ("pypi.corp.example", 443, "corp.example", True),
+    ("notcorp.example", 443, "corp.example", False),
+    ("pypi.corp.example", 8443, "pypi.corp.example:8443", True),
+    ("pypi.corp.example", 443, "pypi.corp.example:8443", False),
+    ("anything", 80, "*", True),
+    ("::1", 80, "::1/128", True),
+    ("pypi.org", 443, "", False),
+])
+def test_no_proxy_reads_as_requests_reads_it(host: str, port: int, no_proxy: str,
+                                             bypassed: bool) -> None:
+    """Names, domain suffixes with or without the dot, host:port, CIDR ranges, ``*``."""
+    from envlock.index.pools import _bypassed, _no_proxy_from
+
+    assert _bypassed(host, port, _no_proxy_from({"NO_PROXY": no_proxy})) is bypassed

@@ -103,6 +103,32 @@ def test_a_page_over_the_cap_is_refused(server: IndexServer, tmp_path: Path,
             c.page(server.url("pypi"), "demo")
 
 
+def test_a_gzip_page_is_read_decoded(server: IndexServer, tmp_path: Path) -> None:
+    """Indexes and CDNs compress pages when asked (``Accept-Encoding: gzip``)."""
+    import gzip
+
+    html = (b'<html><body><a href="/files/pypi/' + WHEEL.encode() + b'#sha256=' + b"a" * 64
+            + b'">' + WHEEL.encode() + b"</a></body></html>")
+    server.raw[PAGE] = (200, gzip.compress(html), "text/html", {"Content-Encoding": "gzip"})
+    with _client(server, tmp_path) as c:
+        assert [d.filename for d in c.page(server.url("pypi"), "demo").dists] == [WHEEL]
+
+
+def test_a_gzip_bomb_is_refused_at_the_cap(server: IndexServer, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cap counts decoded bytes: 64 KB on the wire that inflate to 64 MB are refused
+    as soon as they pass it, not inflated whole."""
+    import gzip
+
+    monkeypatch.setenv("ENVLOCK_INDEX_MAX_PAGE_BYTES", str(1024 * 1024))
+    bomb = gzip.compress(b" " * (64 * 1024 * 1024), compresslevel=9)
+    assert len(bomb) < 128 * 1024
+    server.raw[PAGE] = (200, bomb, "text/html", {"Content-Encoding": "gzip"})
+    with _client(server, tmp_path) as c:
+        with pytest.raises(IndexError_, match=r"/demo/ is larger than 1048576 bytes"):
+            c.page(server.url("pypi"), "demo")
+
+
 def test_the_page_cap_leaves_wheel_downloads_alone(server: IndexServer, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVLOCK_INDEX_MAX_PAGE_BYTES", "600")
