@@ -34,7 +34,8 @@ from urllib3 import exceptions as _exc
 
 from envlock.index.deadline import POOL_CLASSES
 
-__all__ = ["Pools", "Reply", "RETRYABLE", "TooManyRedirects", "MAX_REDIRECTS"]
+__all__ = ["Pools", "Reply", "RETRYABLE", "TooManyRedirects", "RefusedRedirect",
+           "MAX_REDIRECTS"]
 
 #: as requests
 MAX_REDIRECTS = 30
@@ -50,6 +51,10 @@ RETRYABLE: Tuple[type, ...] = (_exc.TimeoutError, _exc.ProtocolError, _exc.SSLEr
 
 class TooManyRedirects(Exception):
     """More than :data:`MAX_REDIRECTS` redirects (requests' words, which users know)."""
+
+
+class RefusedRedirect(Exception):
+    """A redirect to anything but http(s) (``file:``, ``ftp:``): never followed."""
 
 
 @dataclass
@@ -125,6 +130,10 @@ class Pools:
             if hops > MAX_REDIRECTS:
                 raise TooManyRedirects(f"Exceeded {MAX_REDIRECTS} redirects.")
             previous, url = parts, urljoin(url, location)
+            scheme = urlsplit(url).scheme.lower()
+            if scheme not in ("http", "https"):
+                raise RefusedRedirect(f"redirected to a {scheme or 'relative'}: URL; only "
+                                      f"http(s) redirects are followed")
 
     def clear(self) -> None:
         with self._lock:

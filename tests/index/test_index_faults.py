@@ -71,6 +71,19 @@ def test_a_redirect_loop_is_an_index_error(server: IndexServer, tmp_path: Path) 
             c.page(server.url("pypi"), "demo")
 
 
+@pytest.mark.parametrize("location", ["file:///etc/passwd", "ftp://127.0.0.1/demo/"])
+def test_a_redirect_off_http_is_refused_in_one_line(server: IndexServer, tmp_path: Path,
+                                                   location: str) -> None:
+    """An index that redirects a page to a local file or another protocol is refused at
+    once, saying so, and the redirect is not followed."""
+    server.raw[PAGE] = (302, b"", "text/plain", {"Location": location})
+    with _client(server, tmp_path) as c:
+        with pytest.raises(IndexError_, match=r"/demo/: redirected to a (file|ftp): URL; "
+                                              r"only http\(s\) redirects are followed"):
+            c.page(server.url("pypi"), "demo")
+    assert len(server.requests(PAGE)) == 1  # not retried either
+
+
 def test_a_dripping_index_fails_at_the_deadline(server: IndexServer, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """One byte a second never trips a read timeout; the total deadline ends it."""
