@@ -230,5 +230,5 @@ def _emit(args: argparse.Namespace, out: Any, result: Any, header: str,
     if args.json:
         out.print(json.dumps(report, indent=2))
     else:
-        out.print(fleet_text(result, header=header, strict=args.strict, verbose=args.verbose))
+        out.print(fleet_text(result, header=header, verbose=args.verbose))
     return ExitCode.DRIFT if result.failed(args.strict) else ExitCode.OK

@@ -55,8 +55,7 @@ def _table(groups: Sequence[Group]) -> List[str]:
             for r in rows]
 
 
-def fleet_text(result: FleetResult, *, header: str, strict: bool = False,
-               verbose: bool = False) -> str:
+def fleet_text(result: FleetResult, *, header: str, verbose: bool = False) -> str:
     """Groups of nodes, what differs, the fixes: readable in five seconds."""
     seen = sum(len(g.hosts) for g in result.groups)
     n_groups = len(result.groups)
