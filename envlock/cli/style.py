@@ -9,32 +9,11 @@ scripts never see escape codes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Mapping, Optional, TextIO
 
+from envlock.render.style import PLAIN, Style
+
 __all__ = ["Style", "PLAIN", "style_for", "color_wanted"]
-
-_CODES = {"red": "31", "yellow": "33", "green": "32", "cyan": "36", "bold": "1", "dim": "2"}
-
-
-@dataclass(frozen=True)
-class Style:
-    """Wraps text in ANSI codes when enabled; the identity when not."""
-
-    enabled: bool = False
-
-    def paint(self, text: str, *names: str) -> str:
-        if not self.enabled or not names or not text:
-            return text
-        codes = ";".join(_CODES[n] for n in names)
-        return f"\x1b[{codes}m{text}\x1b[0m"
-
-    def severity(self, label: str, severity: str) -> str:
-        return self.paint(label, *{"error": ("red", "bold"), "warning": ("yellow", "bold"),
-                                   "info": ("cyan",)}.get(severity, ()))
-
-
-PLAIN = Style(False)
 
 
 def color_wanted(stream: Optional[TextIO], *, no_color_flag: bool = False,

@@ -11,7 +11,7 @@ import sys
 from typing import Optional, Sequence, TextIO
 
 from envlock.checks.finding import Finding, sort_findings
-from envlock.cli.render import findings_text
+from envlock.render.text import findings_text
 
 __all__ = ["emit", "render"]
 
