@@ -42,6 +42,9 @@ class NodeInput:
     snapshot: Optional[Snapshot] = None
     facts: Optional[Facts] = None
     error: Optional[str] = None
+    #: what ``error`` is about: ``probe`` (the node could not check itself) or ``value``
+    #: (what it sent cannot be read: garbage, another envlock version, too large)
+    error_kind: str = "probe"
 
 
 @dataclass(frozen=True)
@@ -160,15 +163,22 @@ def compare_fleet(nodes: Sequence[NodeInput], *, expected: int, lock: object = N
     names = _names(nodes)
     located: List[Located] = []
     errored = [n for n in nodes if n.error is not None]
-    by_error: Dict[str, List[str]] = {}
+    by_error: Dict[Tuple[str, str], List[str]] = {}
     for n in errored:
-        by_error.setdefault(n.error or "", []).append(names[n.node])
-    for message, bad in by_error.items():
-        located.append(Located(Finding(
-            "fleet-node-error", "error", "host",
-            f"{hosts_text(bad)} could not check {'itself' if len(bad) == 1 else 'themselves'}",
-            message, (("run `envlock snapshot` on that node to see the failure, fix it "
-                       "and rerun"),), subject=bad[0]), tuple(bad)))
+        by_error.setdefault((n.error_kind, n.error or ""), []).append(names[n.node])
+    for (kind, message), bad in by_error.items():
+        if kind == "value":
+            title = f"{hosts_text(bad)} sent what rank 0 cannot read"
+            fix: Tuple[str, ...] = (
+                "install the same envlock-gpu version on every node (another version "
+                "speaks another protocol)", "check that node for a process that writes "
+                "into the job's store")
+        else:
+            title = f"{hosts_text(bad)} could not check {'itself' if len(bad) == 1 else 'themselves'}"
+            fix = (("run `envlock snapshot` on that node to see the failure, fix it "
+                    "and rerun"),)
+        located.append(Located(Finding("fleet-node-error", "error", "host", title, message,
+                                       fix, subject=bad[0]), tuple(bad)))
 
     major = choose_majority(nodes)
     members: Dict[str, List[NodeInput]] = {}

@@ -30,6 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
+from envlock.fleet import wire
 from envlock.snapshot import GpuInfo, Snapshot
 
 __all__ = ["Facts", "UNKNOWN", "MESSAGE_LIMIT", "NodeMessage", "package_scope", "fleet_facts",
@@ -162,10 +163,11 @@ class NodeMessage:
     error: Optional[str] = None
 
     def encode(self, limit: int = MESSAGE_LIMIT) -> bytes:
-        """Compact JSON, clipped field by field until it fits in ``limit`` bytes."""
+        """The wire value (:mod:`envlock.fleet.wire`): compact JSON, clipped field by field
+        until it fits in ``limit`` bytes, then compressed."""
         width = 64
         while True:
-            data: Dict[str, Any] = {"v": 1, "node": self.node, "rank": self.rank,
+            data: Dict[str, Any] = {"node": self.node, "rank": self.rank,
                                     "host": _clip(self.host, width), "fp": self.digest}
             if self.summary:
                 data["sum"] = {k: _clip(v, width) for k, v in sorted(self.summary.items())[:6]}
@@ -175,15 +177,16 @@ class NodeMessage:
                 data["err"] = _clip(self.error, width * 6)
             raw = json.dumps(data, separators=(",", ":")).encode("utf-8")
             if len(raw) < limit or width <= 4:
-                return raw
+                return wire.pack(data)
             width //= 2
 
     @classmethod
     def decode(cls, raw: bytes) -> "NodeMessage":
-        data = json.loads(raw.decode("utf-8"))
-        summary = data.get("sum") or {}
-        return cls(node=int(data["node"]), rank=int(data["rank"]), host=str(data["host"]),
-                   digest=data.get("fp"), summary={str(k): str(v) for k, v in summary.items()},
+        """A peer's message, checked (:class:`~envlock.exchange.BadValue` when it is not
+        one: garbage, another envlock version, the wrong shape)."""
+        data = wire.unpack(raw, wire.MESSAGE)
+        return cls(node=data["node"], rank=data["rank"], host=data["host"][:253],
+                   digest=data.get("fp"), summary=dict(data.get("sum") or {}),
                    lock_errors=data.get("lock"), error=data.get("err"))
 
 

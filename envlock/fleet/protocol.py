@@ -8,16 +8,21 @@ store is the one the elastic agent already hosts (``TORCHELASTIC_USE_AGENT_STORE
 otherwise (srun, a hand-written ``env://``) rank 0 hosts it at ``MASTER_ADDR:MASTER_PORT``.
 Keys live under ``envlock-fleet/<attempt>/`` so they never meet torchrun's own.
 
+Every value is zlib-compressed JSON in an envelope naming the protocol
+(:mod:`envlock.fleet.wire`, through :mod:`envlock.exchange`): rank 0 caps, depth-limits and
+schema-checks each one, and a value it cannot read (garbage, another envlock version, a
+zlib bomb) is a ``fleet-node-error`` finding for the rank that sent it.
+
 Rounds (``T`` is ``--timeout``; every wait has a deadline):
 
-1. every rank: ``r/<rank> = "<node>|<local rank>|<host>"`` (it is alive; the node is the
+1. every rank: ``r/<rank> = {node, local, host}`` (it is alive; the node is the
    physical one, used to name the host of a rank that never arrives); each prober
    (local rank 0, or every rank with ``--per-rank``) then probes once and writes
    ``f/<node>`` = its :class:`~envlock.fleet.fingerprint.NodeMessage` (< 1 KB);
 2. rank 0 waits up to ``T`` for all of them, picks the majority fingerprint and writes
    ``want = {"m": digest, "rep": node}``; probers whose digest differs (and ``rep``, a
    majority node, when rank 0 itself is not in the majority) write ``s/<node>`` = their
-   snapshot, zlib-compressed JSON (about 1 KB for a real machine). Rank 0 waits for those
+   snapshot (about 1 KB compressed for a real machine). Rank 0 waits for those
    until ``T`` or at least ``min(T, 10 s)``: they are known to be alive;
 3. rank 0 judges (:func:`~envlock.fleet.compare.compare_fleet`) and writes the verdict
    ``v = {"code": 0|1, "line": ...}``; every rank that arrived reads it, acknowledges with
@@ -25,8 +30,9 @@ Rounds (``T`` is ``--timeout``; every wait has a deadline):
    after ``T + min(T, 10 s) + 30 s`` (:func:`total_bound`, counted from their start) and
    exit 1 naming rank 0 and what they waited for; a verdict that rank 0 failed (or was
    stopped) ends every wait at once;
-4. rank 0 waits (briefly) for the acknowledgements, hands its result to the CLI to print
-   and write, then writes ``bye``; the others leave after ``bye``. So rank 0's report is
+4. rank 0 waits for the acknowledgements until its deadline or 2 s (:data:`ACK_S`) after
+   the verdict, whichever is later (a rank that registered and then stalled costs no
+   more), hands its result to the CLI to print and write, then writes ``bye``; the others leave after ``bye``. So rank 0's report is
    complete before any rank exits non-zero (torchrun kills the survivors of a failed
    worker), and under srun rank 0's store outlives every rank that still needs it.
 
@@ -43,17 +49,18 @@ by each rank and reported by rank 0.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envlock.errors import EnvlockError
+from envlock.exchange import BadValue, Store
+from envlock.exchange.gather import decode_peer
+from envlock.fleet import wire
 from envlock.fleet.compare import (
     Described,
     FleetResult,
@@ -70,8 +77,9 @@ __all__ = ["LiveOutcome", "FleetSession", "PREFIX", "Stopped", "verdict_line", "
 PREFIX = "envlock-fleet"
 #: how long ranks wait for rank 0 to judge after its own deadline
 GRACE_S = 30.0
-#: the longest single c10d wait (signals are handled between two)
-WAIT_SLICE_S = 1.0
+#: how long rank 0 waits for acknowledgements after its verdict (they only carry byte
+#: counts): a rank that registered and then stalled must not keep rank 0 past --timeout
+ACK_S = 2.0
 
 
 class Stopped(BaseException):
@@ -103,68 +111,6 @@ class _Probed:
     message: NodeMessage
     snapshot: Optional[Snapshot] = None
     described: Optional[Described] = None
-
-
-class _Meter:
-    """Wraps a c10d store and counts the bytes of keys and values this rank sends and
-    receives (payload only; the store's framing adds a few bytes per request)."""
-
-    def __init__(self, store: Any, prefix: str) -> None:
-        self.store = store
-        self.k = len(prefix) + 1
-        self.sent = 0
-        self.received = 0
-
-    def _keys(self, keys: Sequence[str]) -> None:
-        self.sent += sum(self.k + len(k) for k in keys)
-
-    def set(self, key: str, value: bytes) -> None:
-        self._keys([key])
-        self.sent += len(value)
-        self.store.set(key, value)
-
-    def get(self, key: str) -> bytes:
-        self._keys([key])
-        value = bytes(self.store.get(key))
-        self.received += len(value)
-        return value
-
-    def multi_get(self, keys: Sequence[str]) -> List[bytes]:
-        if not keys:
-            return []
-        self._keys(keys)
-        values = [bytes(v) for v in self.store.multi_get(list(keys))]
-        self.received += sum(len(v) for v in values)
-        return values
-
-    def check(self, keys: Sequence[str]) -> bool:
-        self._keys(keys)
-        return bool(self.store.check(list(keys)))
-
-    def wait(self, keys: Sequence[str], deadline: float, unless: Optional[str] = None) -> bool:
-        """True when every key exists before ``deadline`` (monotonic seconds); False at
-        the deadline, or as soon as the key ``unless`` exists."""
-        if deadline - time.monotonic() <= 0:
-            return self.check(keys)
-        self._keys(keys)
-        # in slices: c10d's wait holds the thread in C++, where Python's signal handlers
-        # (SIGTERM from a launcher stopping the job, Ctrl-C) cannot run
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            try:
-                self.store.wait(list(keys), timedelta(seconds=min(remaining, WAIT_SLICE_S)))
-                return True
-            except RuntimeError as exc:  # DistStoreError: this slice ran out
-                if "timeout" not in str(exc).lower():
-                    raise
-            if unless is not None and self.store.check([unless]):
-                return False
-
-    def present(self, keys: Sequence[str]) -> List[str]:
-        """The keys that exist (after a wait ran out): one check per key."""
-        return [k for k in keys if self.check([k])]
 
 
 def _import_dist() -> Any:
@@ -294,7 +240,7 @@ class FleetSession:
         self.started = time.monotonic() if started is None else started
         #: the one deadline of the whole run: no rank waits past it, whatever fails
         self.give_up = self.started + total_bound(timeout)
-        self.store: Optional[_Meter] = None
+        self.store: Optional[Store] = None
         self.node = launch.rank if per_rank else launch.node
         self.prober = per_rank or launch.local_rank == 0
         self.times: Dict[str, float] = {}
@@ -303,7 +249,7 @@ class FleetSession:
         self.rank0_host = ""
 
     # -- setup ----------------------------------------------------------------------------
-    def _connect(self) -> _Meter:
+    def _connect(self) -> Store:
         """Host or join the store by ``started + timeout``. Clients first wait for a plain
         TCP connection (rank 0 may start later), so the wait ends when ``--timeout`` says;
         then c10d connects, bounded by the same deadline."""
@@ -329,7 +275,7 @@ class FleetSession:
                                                  multi_tenant=True, master_listen_fd=listen_fd),
                            by)
         prefix = f"{PREFIX}/{L.attempt}"
-        return _Meter(dist.PrefixStore(prefix, tcp), prefix)
+        return Store(dist.PrefixStore(prefix, tcp), prefix)
 
     def _probe(self) -> _Probed:
         L = self.launch
@@ -367,18 +313,18 @@ class FleetSession:
         try:
             store = self.store
             if L.rank != 0:
-                store.set(f"r/{L.rank}", f"{L.node}|{L.local_rank}|{L.host}".encode())
+                store.set(f"r/{L.rank}", wire.registration(L.node, L.local_rank, L.host))
                 return self._follow(store, self._announce(store))
             # rank 0: from its first key on, whatever stops it (a signal while it probes,
             # as much as one while it judges) leaves a verdict, so no rank waits for one
             # that cannot come
             try:
-                store.set(f"r/{L.rank}", f"{L.node}|{L.local_rank}|{L.host}".encode())
+                store.set(f"r/{L.rank}", wire.registration(L.node, L.local_rank, L.host))
                 return self._lead(store, self._announce(store))
             except BaseException as exc:
                 line = (f"rank 0 was {exc}" if isinstance(exc, Stopped) else
                         f"rank 0 failed: {type(exc).__name__}: {_first_line(exc)}")
-                store.set("v", json.dumps({"code": 1, "line": line[:300]}).encode())
+                store.set("v", wire.pack({"code": 1, "line": line[:300]}))
                 store.set("bye", b"1")
                 raise
         except RuntimeError as exc:  # the store went away (its host died)
@@ -388,31 +334,37 @@ class FleetSession:
             return LiveOutcome(1, f"{who}: lost the fleet store at {where} ({owner}) "
                                   f"before the verdict: {_first_line(exc)}")
 
-    def _announce(self, store: _Meter) -> Optional[_Probed]:
+    def _announce(self, store: Store) -> Optional[_Probed]:
         """Probe (probers only) and publish the fingerprint."""
         own = self._probe() if self.prober else None
         if own is not None:
             store.set(f"f/{self.node}", own.message.encode())
         return own
 
-    def _follow(self, store: _Meter, own: Optional[_Probed]) -> LiveOutcome:
+    def _follow(self, store: Store, own: Optional[_Probed]) -> LiveOutcome:
         deadline = self.give_up
         self._note_rank0(store)
         if own is not None and own.snapshot is not None:
             # a verdict instead of the majority: rank 0 failed early and said so
             if store.wait(["want"], deadline, unless="v"):
-                want = json.loads(store.get("want"))
-                if own.message.digest != want.get("m") or want.get("rep") == self.node:
+                try:
+                    want = wire.unpack(store.get("want"), wire.WANT)
+                except BadValue as exc:
+                    return LiveOutcome(1, f"rank 0's request for snapshots is unreadable: {exc}")
+                if own.message.digest != want["m"] or want["rep"] == self.node:
                     store.set(f"s/{self.node}", _pack(own.snapshot))
             elif not store.check(["v"]):
                 return self._no_verdict(store, "the majority fingerprint")
         if not store.wait(["v"], deadline):
             return self._no_verdict(store, "the verdict")
-        verdict = json.loads(store.get("v"))
+        try:
+            verdict = wire.unpack(store.get("v"), wire.VERDICT)
+        except BadValue as exc:
+            return LiveOutcome(1, f"rank 0's verdict is unreadable: {exc}")
         ack = f"d/{self.launch.rank}"
         sent = store.sent + store.k + len(ack)
-        store.set(ack, str(sent + len(str(sent))).encode())
-        return LiveOutcome(int(verdict["code"]), str(verdict.get("line", "")))
+        store.set(ack, wire.pack(sent + 40))  # about the ack's own size
+        return LiveOutcome(1 if verdict["code"] else 0, verdict["line"][:300])
 
     def stopped(self, why: Stopped) -> LiveOutcome:
         """What a rank stopped by a signal before the verdict reports (rank 0 named)."""
@@ -422,21 +374,21 @@ class FleetSession:
         return LiveOutcome(1, f"no verdict from rank 0{host}: {why} before it came (a "
                               f"launcher stops every rank when one of them fails)")
 
-    def _note_rank0(self, store: _Meter) -> None:
+    def _note_rank0(self, store: Store) -> None:
         try:
             if not self.rank0_host and store.check(["r/0"]):
-                self.rank0_host = store.get("r/0").decode().split("|", 2)[2]
-        except (RuntimeError, IndexError, UnicodeDecodeError):
+                self.rank0_host = wire.read_registration(store.get("r/0"))[2]
+        except (RuntimeError, BadValue):
             pass
 
-    def _no_verdict(self, store: _Meter, what: str) -> LiveOutcome:
+    def _no_verdict(self, store: Store, what: str) -> LiveOutcome:
         self._note_rank0(store)
         host = self.rank0_host or "host unknown"
         waited = time.monotonic() - self.started
         return LiveOutcome(1, f"no answer from rank 0 ({host}): waited {waited:.0f} s for "
                               f"{what}")
 
-    def _lead(self, store: _Meter, own: Optional[_Probed]) -> LiveOutcome:
+    def _lead(self, store: Store, own: Optional[_Probed]) -> LiveOutcome:
         L = self.launch
         W = L.world_size
         # counted from when the store is up: ranks cannot arrive before that, and on a
@@ -449,25 +401,43 @@ class FleetSession:
         present = set(keys) if store.wait(keys, deadline) else set(store.present(keys))
         arrived = [r for r in range(W) if f"r/{r}" in present]
         where: Dict[int, Tuple[int, int, str]] = {}
+        #: node -> (rank, why): a value that arrived and cannot be used, said per node
+        unreadable: Dict[int, Tuple[int, str]] = {}
         for r, raw in zip(arrived, store.multi_get([f"r/{r}" for r in arrived])):
-            node, local, host = raw.decode().split("|", 2)
-            where[r] = (int(node), int(local), host)
+            peer = decode_peer(r, raw, wire.read_registration)
+            if peer.ok:
+                where[r] = peer.value
+            else:
+                n = r if self.per_rank else L.node_of_rank(r)
+                unreadable.setdefault(r if n is None else n,
+                                      (r, f"rank {r} sent an unreadable registration: "
+                                          f"{peer.problem}"))
         host_of_node = {n: h for n, _, h in where.values()}
         messages: Dict[int, NodeMessage] = {}
         fp_bytes: List[int] = []
         have = [n for n, k in node_keys.items() if k in present]
         for n, raw in zip(have, store.multi_get([node_keys[n] for n in have])):
             fp_bytes.append(len(raw))
-            messages[n] = NodeMessage.decode(raw)
+            peer = decode_peer(n, raw, NodeMessage.decode)
+            if peer.ok and peer.value.node != n:
+                peer = replace(peer, kind="bad", problem=f"it claims to be node "
+                                                        f"{peer.value.node}")
+            if peer.ok:
+                messages[n] = peer.value
+            else:
+                rank = next((r for r, (rn, local, _) in where.items() if rn == n
+                             and (self.per_rank or local == 0)),
+                            n if self.per_rank else n * max(L.local_world_size, 1))
+                unreadable[n] = (rank, f"sent an unreadable fingerprint: {peer.problem}")
         missing: List[Missing] = []
         for r in range(W):
-            if r not in where:
+            if r not in where and not any(r == rr for rr, _ in unreadable.values()):
                 physical = L.node_of_rank(r)
                 seen = host_of_node.get(physical) if physical is not None else None
                 missing.append(Missing(r, r if self.per_rank else physical,
                                        seen or L.host_of_node(physical), "did not arrive"))
         for n in node_keys:
-            if n in messages:
+            if n in messages or n in unreadable:
                 continue
             if self.per_rank:
                 prober: Optional[int] = n if n in where else None
@@ -482,11 +452,18 @@ class FleetSession:
         t = time.monotonic()
         own_node = self.node
         inputs = {n: _input(m, self.per_rank) for n, m in messages.items()}
+        for n, (rank, why) in unreadable.items():
+            if n in messages:  # its fingerprint arrived: that is what is judged
+                continue
+            host = host_of_node.get(n) or L.host_of_node(n) or f"rank {rank}"
+            inputs[n] = NodeInput(node=n, rank=rank, name=host, alias=f"{host}/rank{rank}"
+                                  if self.per_rank else f"{host}/node{n}", error=why,
+                                  error_kind="value")
         major = choose_majority(list(inputs.values()))
         rep = None
         if major is not None and (own is None or own.message.digest != major):
             rep = min(n for n, m in messages.items() if m.digest == major and m.error is None)
-        want = json.dumps({"m": major, "rep": rep}).encode()
+        want = wire.pack({"m": major, "rep": rep})
         store.set("want", want)
         senders = [n for n, m in messages.items() if n != own_node and m.error is None
                    and (m.digest != major or n == rep)]
@@ -498,12 +475,13 @@ class FleetSession:
         for key, raw in zip(got, store.multi_get(got)):
             n = int(key[2:])
             snap_bytes[n] = len(raw)
-            try:
-                snap = Snapshot.from_dict(json.loads(zlib.decompress(raw)), origin=f"node {n}")
-            except (EnvlockError, ValueError, zlib.error) as exc:
-                inputs[n] = replace(inputs[n], error=f"its snapshot is unreadable: {exc}")
+            peer = decode_peer(n, raw, _unpack)
+            if not peer.ok:
+                inputs[n] = replace(inputs[n], error=f"sent an unreadable snapshot: "
+                                                     f"{peer.problem}", error_kind="value")
                 continue
-            inputs[n] = _input(messages[n], self.per_rank, snap, self.describe(snap).facts)
+            inputs[n] = _input(messages[n], self.per_rank, peer.value,
+                               self.describe(peer.value).facts)
         for n in senders:
             if n not in snap_bytes:
                 missing.append(Missing(messages[n].rank, n, messages[n].host, "sent no snapshot"))
@@ -517,19 +495,19 @@ class FleetSession:
                             sorted(missing, key=lambda m: m.rank))
         code = 1 if result.failed(self.strict) else 0
         line = verdict_line(result)
-        verdict = json.dumps({"code": code, "line": line[:300]}).encode()
+        verdict = wire.pack({"code": code, "line": line[:300]})
         store.set("v", verdict)
         self.times["compare"] = time.monotonic() - t
         self.times["verdict"] = time.monotonic() - self.started
 
         # acknowledgements carry each rank's byte count
         t = time.monotonic()
-        others = [r for r in arrived if r != 0]
+        others = [r for r in where if r != 0]
         akeys = [f"d/{r}" for r in others]
-        ack_by = min(time.monotonic() + min(self.timeout, 10.0), self.give_up)
-        acked = akeys if store.wait(akeys, ack_by) \
-            else store.present(akeys)
-        sent = [int(v) for v in store.multi_get(acked)]
+        ack_by = min(max(deadline, time.monotonic() + min(self.timeout, ACK_S)), self.give_up)
+        acked = akeys if store.wait(akeys, ack_by) else store.present(akeys)
+        sent = [p.value for p in (decode_peer(0, raw, _read_ack)
+                                  for raw in store.multi_get(acked)) if p.ok]
         self.times["acks"] = time.monotonic() - t
         stats = {
             "launcher": L.launcher, "world_size": W, "nodes": len(node_keys),
@@ -569,7 +547,24 @@ def _input(m: NodeMessage, per_rank: bool, snapshot: Optional[Snapshot] = None,
 
 
 def _pack(snapshot: Snapshot) -> bytes:
-    return zlib.compress(json.dumps(snapshot.to_dict(), separators=(",", ":")).encode(), 6)
+    return wire.pack(snapshot.to_dict())
+
+
+def _unpack(raw: bytes) -> Snapshot:
+    """A peer's snapshot: capped (:data:`~envlock.fleet.wire.SNAPSHOT_LIMITS`), then read
+    like a snapshot file (an :class:`EnvlockError` is a bad value too)."""
+    data = wire.unpack(raw, dict, wire.SNAPSHOT_LIMITS)
+    try:
+        return Snapshot.from_dict(data, origin="its snapshot")
+    except EnvlockError as exc:
+        raise BadValue(exc.message) from None
+
+
+def _read_ack(raw: bytes) -> int:
+    value = wire.unpack(raw, int)
+    if not 0 <= value < 1 << 40:
+        raise BadValue("not a byte count")
+    return int(value)
 
 
 def _spread(values: Sequence[int]) -> Dict[str, float]:

@@ -3,7 +3,6 @@ fingerprint and its message size."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from fleetkit import snapshot
@@ -113,4 +112,4 @@ def test_message_stays_under_1kb_whatever_it_carries() -> None:
                           summary={"driver": "550.54.15", "gpus": "8x H100 80GB HBM3 (9.0)",
                                    "torch": "2.5.1+cu124", "nccl": "2.21.5"}, lock_errors=0)
     assert len(typical.encode()) < 256
-    assert json.loads(typical.encode())["sum"]["nccl"] == "2.21.5"
+    assert NodeMessage.decode(typical.encode()).summary["nccl"] == "2.21.5"

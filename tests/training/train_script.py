@@ -19,6 +19,15 @@ from torch.utils.data import DataLoader, TensorDataset
 import envlock.training as guard
 
 mode = sys.argv[1]
+if "--report-numpy" in sys.argv:
+    import importlib.util
+
+    try:
+        numpy_ok = importlib.util.find_spec("numpy") is not None and bool(__import__("numpy"))
+    except ImportError:
+        numpy_ok = False
+    if os.environ.get("RANK") == "0":
+        print(f"numpy importable: {numpy_ok}", flush=True)
 dist.init_process_group("gloo")
 torch.manual_seed(0)
 data = TensorDataset(torch.randn(512, 8), torch.randn(512, 1))
