@@ -47,7 +47,7 @@ def act(case: str, codes: str) -> None:
                              tcp)
     host = socket.gethostname()
     registration = envelope({"node": rank, "local": 0, "host": host})
-    nested = ('{"envlock":"%s","data":' % PROTOCOL + "[" * 50000 + "]" * 50000 + "}").encode()
+    nested = ('{"envlock":"%s","data":' % PROTOCOL + "[" * 20000 + "]" * 20000 + "}").encode()
     values = {
         "garbage-registration": {"r": b"garbage"},
         "non-utf8": {"r": registration, "f": zlib.compress(b"\xff\xfe\xfd garbage")},
