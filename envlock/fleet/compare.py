@@ -174,7 +174,8 @@ def compare_fleet(nodes: Sequence[NodeInput], *, expected: int, lock: object = N
                 "speaks another protocol)", "check that node for a process that writes "
                 "into the job's store")
         else:
-            title = f"{hosts_text(bad)} could not check {'itself' if len(bad) == 1 else 'themselves'}"
+            self_ = "itself" if len(bad) == 1 else "themselves"
+            title = f"{hosts_text(bad)} could not check {self_}"
             fix = (("run `envlock snapshot` on that node to see the failure, fix it "
                     "and rerun"),)
         located.append(Located(Finding("fleet-node-error", "error", "host", title, message,

@@ -32,8 +32,8 @@ Rounds (``T`` is ``--timeout``; every wait has a deadline):
    stopped) ends every wait at once;
 4. rank 0 waits for the acknowledgements until its deadline or 2 s (:data:`ACK_S`) after
    the verdict, whichever is later (a rank that registered and then stalled costs no
-   more), hands its result to the CLI to print and write, then writes ``bye``; the others leave after ``bye``. So rank 0's report is
-   complete before any rank exits non-zero (torchrun kills the survivors of a failed
+   more), hands its result to the CLI to print and write, then writes ``bye``; the
+   others leave after ``bye``. So rank 0's report is complete before any rank exits non-zero (torchrun kills the survivors of a failed
    worker), and under srun rank 0's store outlives every rank that still needs it.
 
 Joining: rank 0 (when it hosts the store) listens on the port before it imports torch;

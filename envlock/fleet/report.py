@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from envlock.render.text import report_text, summary
 from envlock.fleet.compare import FleetResult, Group, hosts_text
+from envlock.render.text import report_text, summary
 
 __all__ = ["SCHEMA", "report_dict", "fleet_text"]
 

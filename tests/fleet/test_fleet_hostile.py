@@ -7,11 +7,9 @@ far below 200 MB above a bare torch import with a 3 MB zlib bomb in the store (i
 from __future__ import annotations
 
 import json
-import resource
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from fleetkit import HARNESS, rank_codes, run, torchrun, write_snapshots
