@@ -5,7 +5,7 @@ whose ranks share a GPU runs without an error; the only symptoms are no speed-up
 GPUs. Snapshots and logs cannot see this; the training process can. Used on every rank::
 
     import envlock.training as guard
-    guard.check(loader, model)          # once, before the first step (a collective)
+    guard.check(loader, model)          # once, before the first step, on every rank
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         guard.epoch(loader, epoch)      # optional, local: catches a missing set_epoch
@@ -13,7 +13,10 @@ GPUs. Snapshots and logs cannot see this; the training process can. Used on ever
 Both return the :class:`~envlock.checks.finding.Finding` values they found; rank 0 also
 prints them to stderr (this API runs inside the user's process, where there is no envlock
 command line to render them; ``quiet=True`` turns that off). ``strict=True`` raises
-:class:`TrainingGuardError` on every rank when an error or warning was found.
+:class:`TrainingGuardError` on every rank when an error or warning was found; nothing
+else ever leaves them (the guard must not break the job it guards). The ranks exchange
+their facts as JSON through the job's own c10d store (:mod:`envlock.exchange`), with a
+deadline (``timeout=``): no pickle, no numpy, no collective and no CUDA device.
 
 Importing this package does not import torch: the checks import it when they run.
 """
