@@ -453,9 +453,10 @@ class FleetSession:
         own_node = self.node
         inputs = {n: _input(m, self.per_rank) for n, m in messages.items()}
         for n, (rank, why) in unreadable.items():
-            if n in messages:  # its fingerprint arrived: that is what is judged
-                continue
             host = host_of_node.get(n) or L.host_of_node(n) or f"rank {rank}"
+            if n in messages:  # its node's fingerprint arrived (judged); the rank is named
+                missing.append(Missing(rank, n, host, why))
+                continue
             inputs[n] = NodeInput(node=n, rank=rank, name=host, alias=f"{host}/rank{rank}"
                                   if self.per_rank else f"{host}/node{n}", error=why,
                                   error_kind="value")
