@@ -23,7 +23,7 @@ __all__ = ["check", "epoch"]
 #: how long :func:`check` waits for the other ranks by default (seconds)
 TIMEOUT_S = 60.0
 #: one number per call of :func:`check` in this process: every rank calls it in the same
-#: order (it is a collective), so call ``n`` of every rank meets under the same keys
+#: order, so call ``n`` of every rank meets under the same keys
 _CALLS = itertools.count()
 
 
@@ -46,8 +46,13 @@ def _exchange(mine: Dict[str, Any], timeout: float) -> List[Peer]:
     store = Store(distributed_c10d._get_default_store())
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     key = f"envlock-guard/{attempt}/{next(_CALLS)}"
-    return gather(store, key, dist.get_rank(), dist.get_world_size(), wire.pack(mine),
-                  wire.read, deadline)
+    try:
+        raw = wire.pack(mine)
+    except (TypeError, ValueError) as exc:  # still write: the others must not wait for us
+        failed = {**mine["failed"], "facts": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        raw = wire.pack({**mine, "model": {"present": False}, "draw": None, "failed": failed})
+    return gather(store, key, dist.get_rank(), dist.get_world_size(), raw, wire.read,
+                  deadline)
 
 
 def _finish(found: List[Finding], strict: bool, quiet: bool) -> List[Finding]:
