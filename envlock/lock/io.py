@@ -105,6 +105,8 @@ def _target_text(t: LockTarget) -> str:
         out += ["\n[target.torch]\n", *e.lines(torch)]
     out.append(e.sorted_table("target.libraries", t.libraries))
     out.append(e.sorted_table("target.env", t.env))
+    if t.installer_env:
+        out.append(e.sorted_table("target.installer-env", t.installer_env))
     for a in sorted(t.advisories, key=lambda a: (a.id, a.action)):
         adv: List[Any] = [("id", a.id), ("action", a.action), ("summary", a.summary)]
         if a.override:
@@ -202,6 +204,11 @@ def _render_tomlkit(lock: Lock, with_targets: bool) -> str:
         for k in sorted(t.env):
             env[k] = t.env[k]
         tt["env"] = env
+        if t.installer_env:
+            ienv = tomlkit.table()
+            for k in sorted(t.installer_env):
+                ienv[k] = t.installer_env[k]
+            tt["installer-env"] = ienv
         advs = tomlkit.aot()
         for a in sorted(t.advisories, key=lambda a: (a.id, a.action)):
             at = tomlkit.table()
@@ -375,6 +382,10 @@ def _check_values(lock: Lock, origin: str) -> None:
         for key in sorted(t.env):
             if not _ENV_KEY_RE.match(key):
                 fail(f"{p}.env", f"{_short(key)} is not an environment variable name")
+        for key in sorted(t.installer_env):
+            if not _ENV_KEY_RE.match(key):
+                fail(f"{p}.installer-env", f"{_short(key)} is not an environment variable "
+                                           f"name")
         if t.torch is not None:
             from envlock.kernels import parse_target
 
@@ -506,6 +517,8 @@ def _parse_lock(data: Mapping[str, Any], origin: str) -> Lock:
                                              default={}).items()},
             machines=r.get(t, "machines", str, p, required=False, default="one"),
             family=r.get(t, "family", str, p, required=False),
+            installer_env={k: str(v) for k, v in r.get(t, "installer-env", dict, p,
+                                                       required=False, default={}).items()},
         ))
     return Lock(
         version=version,

@@ -102,6 +102,10 @@ class LockTarget:
     machines: str = "one"
     #: the family the GPUs are the members of (``--gpu H100``), if any
     family: Optional[str] = None
+    #: what other installers are told on a host without this GPU: the NVIDIA wheel-variant
+    #: provider's forced values and conda's overrides (:mod:`envlock.resolve.installer_env`);
+    #: never checked by verify (``env`` is)
+    installer_env: Mapping[str, str] = field(default_factory=dict)
 
     def package(self, name: str) -> Optional[LockedPackage]:
         from packaging.utils import canonicalize_name
