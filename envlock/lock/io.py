@@ -124,6 +124,8 @@ def _target_text(t: LockTarget) -> str:
             pkg.append(("index", p.index))
         if p.direct:
             pkg.append(("direct", True))
+        if p.variants_json:
+            pkg.append(("variants-json", p.variants_json))
         files = [e.inline_table([("name", f.name), ("url", f.url)]
                                 + ([("sha256", f.sha256)] if f.sha256 else []))
                  for f in sorted(p.files, key=lambda f: f.name)]
@@ -233,6 +235,8 @@ def _render_tomlkit(lock: Lock, with_targets: bool) -> str:
                 pt["index"] = p.index
             if p.direct:
                 pt["direct"] = True
+            if p.variants_json:
+                pt["variants-json"] = p.variants_json
             files = tomlkit.array()
             for f in sorted(p.files, key=lambda f: f.name):
                 it = tomlkit.inline_table()
@@ -270,6 +274,25 @@ def _plain(value: Any) -> Any:
     if value is None:
         return ""
     return value
+
+
+def _variants_json(r: "_R", pk: Mapping[str, Any], where: str) -> Optional[str]:
+    """A package's ``variants-json``: JSON text in PEP 825's variants.json shape."""
+    import json
+
+    from envlock.wheelvariants import canonical, check_variants_json
+
+    text = r.get(pk, "variants-json", str, where, required=False)
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        r.fail(f"{where}.variants-json", "not JSON")
+    errs = check_variants_json(doc)
+    if errs:
+        r.fail(f"{where}.variants-json", f"not a PEP 825 variants.json: {errs[0]}")
+    return canonical(doc)
 
 
 def write_lock(lock: Lock, path: Path) -> None:
@@ -484,7 +507,8 @@ def _parse_lock(data: Mapping[str, Any], origin: str) -> Lock:
                 name=r.get(pk, "name", str, pp), version=r.get(pk, "version", str, pp),
                 index=r.get(pk, "index", str, pp, required=False), files=tuple(files),
                 direct=r.get(pk, "direct", bool, pp, required=False, default=False),
-                specifier=r.get(pk, "specifier", str, pp, required=False)))
+                specifier=r.get(pk, "specifier", str, pp, required=False),
+                variants_json=_variants_json(r, pk, pp)))
         advisories = []
         for j, a in enumerate(r.get(t, "advisory", list, p, required=False, default=[])):
             ap = f"{p}.advisory[{j}]"

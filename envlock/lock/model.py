@@ -38,6 +38,9 @@ class LockedPackage:
     direct: bool = False  # asked for by the user (or the torch core)
     #: the specifier when only a range is known (offline GPU core with `~=` pins)
     specifier: Optional[str] = None
+    #: PEP 825's index-level ``{name}-{version}-variants.json`` (canonical JSON text), when a
+    #: locked file is a variant wheel: an installer maps its label to properties with it
+    variants_json: Optional[str] = None
 
     @property
     def hashes(self) -> Tuple[str, ...]:
