@@ -221,8 +221,12 @@ def _local_target(matrix: Any, args: argparse.Namespace) -> Any:
     report = probe_nvml()
     names = [g.name for g in report.gpus if g.name]
     if not names:
+        hinted = _arch_hint_target(matrix, args)
+        if hinted is not None:
+            return hinted
         raise UsageError("nothing to resolve for: this host's GPUs could not be read; give "
-                         "--gpu NAME (one or more), --cpu, or --from-snapshot FILE")
+                         "--gpu NAME (one or more), --cpu, --from-snapshot FILE, or "
+                         "CONDA_OVERRIDE_CUDA_ARCH=X.Y")
     seen: List[str] = []
     gpus = []
     for g in report.gpus:
@@ -243,6 +247,36 @@ def _local_target(matrix: Any, args: argparse.Namespace) -> Any:
 
     return replace(base, driver=version, origin="this host", notes=(note,), separate=False)
 
+
+
+def _arch_hint_target(matrix: Any, args: argparse.Namespace) -> Any:
+    """A GPU-less build host that states conda's ``CONDA_OVERRIDE_CUDA_ARCH`` (CEP 46: the
+    lowest compute capability of the machines it builds for): every GPU of that compute
+    capability, as one target (the GPU model stays unknown). None without the variable."""
+    from dataclasses import replace
+
+    from envlock.platforms import DEFAULT_GLIBC
+    from envlock.resolve.installer_env import CONDA_CUDA_ARCH, parse_cuda_arch
+    from envlock.resolve.target import gpu_targets
+
+    raw = os.environ.get(CONDA_CUDA_ARCH, "").strip()
+    if not raw:
+        return None
+    cc = parse_cuda_arch(raw)
+    if cc is None:
+        raise UsageError(f"{CONDA_CUDA_ARCH}={raw!r} is not a compute capability like 8.6")
+    gpus = [g for g in matrix.gpus.values() if g.compute_capability == cc]
+    if not gpus:
+        raise UsageError(f"{CONDA_CUDA_ARCH}={cc}: no GPU the matrix knows is compute "
+                         f"capability {cc}")
+    base = gpu_targets(matrix, [g.id for g in gpus], cpu=False, together=True,
+                       python=args.python or default_python(),
+                       platform=args.platform or "linux_x86_64",
+                       glibc=args.glibc or DEFAULT_GLIBC, driver=None)[0]
+    note = (f"{CONDA_CUDA_ARCH}={cc}: no GPU on this host; resolved for every GPU of compute "
+            f"capability {cc} ({len(gpus)} models; the model stays unknown)")
+    return replace(base, name=f"cc{cc}", origin=CONDA_CUDA_ARCH, notes=(note,),
+                   family=f"cc{cc}", separate=True)
 
 
 def _lock_dir(output: str) -> Path:

@@ -67,3 +67,24 @@ def test_cpu_target_has_no_installer_env(tmp_path: Path, cache: Path) -> None:
     assert r.code == 0, r.out + r.err
     assert "installer-env" not in lock_path.read_text()
     assert "without this GPU" not in r.out
+
+
+def test_conda_cuda_arch_is_a_hint_on_a_host_without_gpus(cache: Path) -> None:
+    """Like the driver hints: a GPU-less build host states CEP 46's __cuda_arch. (This test
+    host has no NVIDIA GPU, so the local probe finds none.)"""
+    import pytest
+
+    from envlock.probe.nvml import probe_nvml
+    from tests.support.cli import run_proc
+
+    if any(g.name for g in probe_nvml().gpus):
+        pytest.skip("this host has NVIDIA GPUs: resolve reads them, not the hint")
+    env = {"CONDA_OVERRIDE_CUDA_ARCH": "8.6", "ENVLOCK_CACHE_DIR": str(cache)}
+    r = run_proc("resolve", "--offline", "--python", "3.11", "--dry-run", "--json", env=env)
+    assert r.code == 0, r.err
+    t = json.loads(r.out)["targets"][0]
+    assert t["name"] == "cc8.6" and set(t["compute_capabilities"]) == {"8.6"}
+    assert t["installer_env"]["CONDA_OVERRIDE_CUDA_ARCH"] == "8.6"
+    bad = run_proc("resolve", "--offline", "--python", "3.11", "--dry-run",
+                   env={"CONDA_OVERRIDE_CUDA_ARCH": "sm_86", "ENVLOCK_CACHE_DIR": str(cache)})
+    assert bad.code == 2 and "is not a compute capability like 8.6" in bad.err
