@@ -20,6 +20,7 @@ major = 535, minor = 104 and revision > 4. Integer equality is written as ``Gt v
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envlock.export.common import ExportRequest, Exporter, header_lines
@@ -107,6 +108,11 @@ def selector_terms(t: LockTarget) -> List[Dict[str, List[Expr]]]:
     return [{"matchExpressions": cc + base + d} for cc in cc_terms for d in drivers]
 
 
+def _slug(name: str) -> str:
+    """A target name as Kubernetes names allow it (lower case, ``[a-z0-9.-]``)."""
+    return re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.") or "target"
+
+
 def _q(value: Any) -> str:
     return json.dumps(value)
 
@@ -145,7 +151,8 @@ class KubernetesExporter(Exporter):
     def render(self, request: ExportRequest) -> str:
         t = request.target
         terms = selector_terms(t)
-        label = f"feature.node.kubernetes.io/envlock-{t.name}"[:253]
+        slug = _slug(t.name)
+        label = f"feature.node.kubernetes.io/envlock-{slug}"[:27 + 63].rstrip("-.")
         body = [
             "Document 1 is a pod spec's affinity: put it under spec (or a workload's "
             "spec.template.spec). It selects nodes by the labels NVIDIA GPU Feature "
@@ -161,27 +168,24 @@ class KubernetesExporter(Exporter):
         ]
         lines = header_lines(request, "Kubernetes node selection", body,
                              self.warnings(request))
+        if not terms:  # a CPU target: nothing to require (an empty term list matches no node)
+            return "\n".join(lines + ["affinity: {}"]) + "\n"
         lines += ["affinity:", "  nodeAffinity:",
                   "    requiredDuringSchedulingIgnoredDuringExecution:",
                   "      nodeSelectorTerms:"]
-        if not terms:
-            lines[-1] = "      nodeSelectorTerms: []"
         for term in terms:
             lines.append("      - matchExpressions:")
             for e in term["matchExpressions"]:
                 lines += _yaml_expr(e, "        ")
         lines += ["---", "apiVersion: nfd.k8s-sigs.io/v1alpha1", "kind: NodeFeatureRule",
-                  "metadata:", f"  name: {_q(('envlock-' + t.name)[:253])}", "spec:",
+                  "metadata:", f"  name: {_q(('envlock-' + slug)[:253].rstrip('-.'))}", "spec:",
                   "  rules:", f"  - name: {_q('envlock ' + t.name)}",
                   f"    labels: {{{_q(label)}: \"true\"}}"]
-        if not terms:
-            lines.append("    matchFeatures: []")
-        else:
-            lines.append("    matchAny:")
-            for term in terms:
-                lines += ["    - matchFeatures:", "      - feature: local.label",
-                          "        matchExpressions:"]
-                lines += [f"          {_nfd_expr(e)}" for e in _merge(term["matchExpressions"])]
+        lines.append("    matchAny:")
+        for term in terms:
+            lines += ["    - matchFeatures:", "      - feature: local.label",
+                      "        matchExpressions:"]
+            lines += [f"          {_nfd_expr(e)}" for e in _merge(term["matchExpressions"])]
         return "\n".join(lines) + "\n"
 
 

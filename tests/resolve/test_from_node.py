@@ -143,3 +143,13 @@ def test_bad_node_files_are_one_line_errors(tmp_path: Path, cache: Path) -> None
         assert r.code == 2, (text, r.out, r.err)
         assert message in r.err and "Traceback" not in r.err
         assert len(r.err.strip().splitlines()) <= 2, r.err
+
+
+def test_cpu_target_requires_no_node(tmp_path: Path, cache: Path) -> None:
+    lock = tmp_path / "cpu.lock"
+    assert run_cli("resolve", "--cpu", "--offline", "--python", "3.11", "-o",
+                   str(lock)).code == 0
+    r = run_cli("export", "--format", "kubernetes", "--lock", str(lock))
+    assert r.code == 0, r.err
+    assert yaml.safe_load(r.out) == {"affinity": {}}
+    assert "a CPU target runs on any node" in r.err
