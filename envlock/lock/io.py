@@ -458,7 +458,10 @@ def parse_lock(text: str, origin: str = "envlock.lock") -> Lock:
     except RecursionError:
         raise InputError(f"{origin}: nested too deeply to be a lock") from None
     _check_tree(data, "", origin)
-    lock = _parse_lock(data, origin)
+    from envlock.lock.pylock_read import is_pylock, lock_from_pylock
+
+    # a pylock.toml envlock exported: one target, its facts from [tool.envlock]
+    lock = lock_from_pylock(data, origin) if is_pylock(data) else _parse_lock(data, origin)
     _check_values(lock, origin)
     return lock
 

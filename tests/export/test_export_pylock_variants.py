@@ -120,3 +120,35 @@ def test_a_lock_with_a_malformed_variants_json_is_refused(variant_lock: Path,
     p.write_text(bad)
     with pytest.raises(InputError, match="not a PEP 825 variants.json"):
         load_lock(p)
+
+
+def test_verify_accepts_the_pylock(variant_lock: Path, tmp_path: Path) -> None:
+    """verify reads a pylock envlock exported (its [tool.envlock] names the target) and
+    judges the environment as it does from the envlock lock itself."""
+    from support.cli import run_cli
+
+    t = load_lock(variant_lock).targets[0]
+    pylock_path = tmp_path / f"pylock.{t.name}.toml"
+    pylock_path.write_text(export_text(variant_lock, "pylock", t.name))
+    back = load_lock(pylock_path)
+    assert back.targets[0].name == t.name
+    pruned = dict(VARIANTS, variants={"cu129": VARIANTS["variants"]["cu129"]})
+    assert json.loads(back.targets[0].package("vkern").variants_json) == pruned
+    assert {p.name: p.version for p in back.targets[0].packages} == \
+        {p.name: p.version for p in t.packages}
+    results = []
+    for lock in (variant_lock, pylock_path):
+        r = run_cli("verify", "--lock", str(lock), "--stage", "build", "--json")
+        assert r.code in (0, 1), r.err
+        results.append(sorted((f["id"], f.get("subject")) for f in json.loads(r.out)["findings"]))
+    assert results[0] == results[1]
+
+
+def test_a_pylock_without_envlock_facts_is_refused(tmp_path: Path) -> None:
+    from envlock.errors import InputError
+
+    p = tmp_path / "pylock.toml"
+    p.write_text('lock-version = "1.0"\ncreated-by = "uv"\n[[packages]]\nname = "x"\n'
+                 'version = "1"\n')
+    with pytest.raises(InputError, match="without \\[tool.envlock\\]"):
+        load_lock(p)
