@@ -92,8 +92,10 @@ def smoke_findings(results: Sequence[SmokeResult], matrix: Matrix,
 
 def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]] = (),
            smoke: Sequence[SmokeResult] = ()) -> DoctorResult:
+    from envlock.checks.arch_span import arch_span_findings
+
     facts = facts_from_snapshot(snapshot, matrix)
-    findings = advisory_findings(matrix, facts)
+    findings = advisory_findings(matrix, facts) + arch_span_findings(snapshot)
     ruled: Tuple[RuledOut, ...] = ()
     if logs:
         triage = triage_logs(logs, matrix, facts)

@@ -176,6 +176,10 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
                          ("gpu-target", _gpu_target), ("env", _env)):
             checked.append(name)
             findings += fn(target, snapshot, matrix)
+        from envlock.checks.arch_span import arch_span_findings
+
+        checked.append("gpu-arch-span")
+        findings += arch_span_findings(snapshot)
     else:
         for name in RUNTIME_CHECKS:
             skipped.append((name, "needs a GPU and its driver (--stage build)"))

@@ -27,7 +27,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                "constraints (pip -c), pylock (PEP 751, uv pip sync), uv (pyproject.toml "
                "fragment), conda (environment.yml), dockerfile (a Docker build context "
                "directory, -o DIR: Dockerfile, the lock's requirements, a wheel of this "
-               "envlock and a list of its dependencies, all sha256-pinned). Exit codes: 0 ok, "
+               "envlock and a list of its dependencies, all sha256-pinned), kubernetes (a nodeAffinity "
+               "block and an NFD NodeFeatureRule selecting the nodes the target is valid "
+               "on, from GPU Feature Discovery labels). Exit codes: 0 ok, "
                "2 usage/input error (no lock, unknown target, no hashes where needed), "
                "4 the index failed (dockerfile: envlock's own dependencies).")
     p.add_argument("--format", "-f", required=True, choices=list(FORMATS), metavar="FORMAT",

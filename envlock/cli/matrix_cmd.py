@@ -186,10 +186,13 @@ def _gpu(args: argparse.Namespace, out: Any) -> int:
 
 
 def torch_report(matrix: Any, version: str) -> Dict[str, Any]:
+    from envlock.resolve.installer_env import variant_properties
+
     rel = matrix.release(version)
     variants = []
     for v in sorted(matrix.variants_for(rel.version),
                     key=lambda v: (v.platform, not v.on_pypi, v.tag)):
+        props = variant_properties(v)
         variants.append({
             "tag": v.tag,
             "platform": v.platform,
@@ -199,6 +202,8 @@ def torch_report(matrix: Any, version: str) -> Dict[str, Any]:
             "cuda_release": v.cuda_release,
             "sass": list(v.sass) if v.sass is not None else None,
             "ptx": list(v.ptx) if v.ptx is not None else None,
+            # PEP 825 properties in NVIDIA's namespace; None where the arch list is unknown
+            "variant_properties": list(props) if props is not None else None,
             "pins_status": v.pins_status,
             "pins": list(v.pins),
             "libraries": dict(v.libraries),

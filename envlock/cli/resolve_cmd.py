@@ -36,6 +36,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="one environment that serves every --gpu (a mixed fleet)")
     p.add_argument("--from-snapshot", metavar="FILE",
                    help="target = the machine in this snapshot (GPUs, driver, Python)")
+    p.add_argument("--from-node", metavar="FILE",
+                   help="targets from Kubernetes node labels (GPU Feature Discovery): the "
+                        "output of 'kubectl get nodes -o json' (one target per distinct "
+                        "GPU/driver label set, named after the node pool) or of 'kubectl "
+                        "get node NAME -o json'")
     p.add_argument("--torch", metavar="SPEC", help="torch version constraint, e.g. '>=2.4,<2.5'")
     p.add_argument("--cuda", metavar="X.Y", help="force a CUDA line (12.1, 12.8, 13.0, ...)")
     p.add_argument("--driver", metavar="VERSION",
@@ -122,6 +127,8 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
     reqs = parse_requirements(lines)
     spec, rest = torch_spec_from(reqs, args.torch)
     if args.from_snapshot:
+        if getattr(args, "from_node", None):
+            raise UsageError("give --from-snapshot or --from-node, not both")
         if args.gpu or args.cpu:
             raise UsageError("--from-snapshot already names the target; drop --gpu/--cpu")
         from envlock.snapshot import load_snapshot
@@ -129,6 +136,14 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         snap = load_snapshot(args.from_snapshot)
         targets = [snapshot_target(matrix, snap, args.from_snapshot, args.python,
                                    args.platform, args.glibc)]
+    elif getattr(args, "from_node", None):
+        if args.gpu or args.cpu:
+            raise UsageError("--from-node already names the targets; drop --gpu/--cpu")
+        from envlock.resolve.nodes import node_targets, read_nodes
+
+        targets = node_targets(matrix, read_nodes(args.from_node), args.from_node,
+                               python=args.python or default_python(),
+                               glibc=args.glibc or DEFAULT_GLIBC)
     elif not (args.gpu or args.cpu):
         targets = [_local_target(matrix, args)]
     else:
@@ -206,8 +221,12 @@ def _local_target(matrix: Any, args: argparse.Namespace) -> Any:
     report = probe_nvml()
     names = [g.name for g in report.gpus if g.name]
     if not names:
+        hinted = _arch_hint_target(matrix, args)
+        if hinted is not None:
+            return hinted
         raise UsageError("nothing to resolve for: this host's GPUs could not be read; give "
-                         "--gpu NAME (one or more), --cpu, or --from-snapshot FILE")
+                         "--gpu NAME (one or more), --cpu, --from-snapshot FILE, or "
+                         "CONDA_OVERRIDE_CUDA_ARCH=X.Y")
     seen: List[str] = []
     gpus = []
     for g in report.gpus:
@@ -228,6 +247,36 @@ def _local_target(matrix: Any, args: argparse.Namespace) -> Any:
 
     return replace(base, driver=version, origin="this host", notes=(note,), separate=False)
 
+
+
+def _arch_hint_target(matrix: Any, args: argparse.Namespace) -> Any:
+    """A GPU-less build host that states conda's ``CONDA_OVERRIDE_CUDA_ARCH`` (CEP 46: the
+    lowest compute capability of the machines it builds for): every GPU of that compute
+    capability, as one target (the GPU model stays unknown). None without the variable."""
+    from dataclasses import replace
+
+    from envlock.platforms import DEFAULT_GLIBC
+    from envlock.resolve.installer_env import CONDA_CUDA_ARCH, parse_cuda_arch
+    from envlock.resolve.target import gpu_targets
+
+    raw = os.environ.get(CONDA_CUDA_ARCH, "").strip()
+    if not raw:
+        return None
+    cc = parse_cuda_arch(raw)
+    if cc is None:
+        raise UsageError(f"{CONDA_CUDA_ARCH}={raw!r} is not a compute capability like 8.6")
+    gpus = [g for g in matrix.gpus.values() if g.compute_capability == cc]
+    if not gpus:
+        raise UsageError(f"{CONDA_CUDA_ARCH}={cc}: no GPU the matrix knows is compute "
+                         f"capability {cc}")
+    base = gpu_targets(matrix, [g.id for g in gpus], cpu=False, together=True,
+                       python=args.python or default_python(),
+                       platform=args.platform or "linux_x86_64",
+                       glibc=args.glibc or DEFAULT_GLIBC, driver=None)[0]
+    note = (f"{CONDA_CUDA_ARCH}={cc}: no GPU on this host; resolved for every GPU of compute "
+            f"capability {cc} ({len(gpus)} models; the model stays unknown)")
+    return replace(base, name=f"cc{cc}", origin=CONDA_CUDA_ARCH, notes=(note,),
+                   family=f"cc{cc}", separate=True)
 
 
 def _lock_dir(output: str) -> Path:
@@ -255,7 +304,7 @@ def _index_config(args: argparse.Namespace) -> Any:
 
 
 def _has_target_args(args: argparse.Namespace) -> bool:
-    return bool(args.gpu or args.cpu or args.from_snapshot)
+    return bool(args.gpu or args.cpu or args.from_snapshot or getattr(args, "from_node", None))
 
 
 def run(args: argparse.Namespace, out: Any) -> int:
@@ -330,6 +379,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
                 out.print(f"  {note}")
         if spec is not None:
             _print_driver_hint(out, args, request, spec, t.driver_min)
+        _print_installer_env(out, t.installer_env, args.verbose)
         if args.verbose:
             for line in t.decision:
                 out.print(f"  - {line}")
@@ -338,6 +388,28 @@ def run(args: argparse.Namespace, out: Any) -> int:
     if path:
         out.print(f"wrote {path}")
     return ExitCode.OK
+
+
+def _print_installer_env(out: Any, env: Dict[str, str], verbose: bool) -> None:
+    """The values a variant-aware installer (uv, pip) and conda/pixi need on a host
+    without this GPU to pick what the lock holds; with ``--verbose``, pixi's table."""
+    from envlock.resolve.installer_env import (
+        CONDA_CUDA,
+        CONDA_CUDA_ARCH,
+        FORCE_CUDA,
+        FORCE_SM_ARCH,
+        pixi_snippet,
+    )
+
+    if not env:
+        return
+    out.print(f"  without this GPU: {FORCE_CUDA}={env.get(FORCE_CUDA, '')} "
+              f"{FORCE_SM_ARCH}={env.get(FORCE_SM_ARCH, '')}; conda "
+              f"{CONDA_CUDA}={env.get(CONDA_CUDA, '')} "
+              f"{CONDA_CUDA_ARCH}={env.get(CONDA_CUDA_ARCH, '')}")
+    if verbose:
+        for line in pixi_snippet(dict(env)).splitlines():
+            out.print(f"    {line}")
 
 
 def _print_driver_hint(out: Any, args: argparse.Namespace, request: Any, spec: Any,
@@ -419,6 +491,7 @@ def lock_json(lock: Any, path: Optional[str]) -> Dict[str, Any]:
             "decision": list(t.decision),
             "machines": t.machines,
             "family": t.family,
+            "installer_env": dict(t.installer_env),
         })
     return {"lock": path, "envlock_version": lock.envlock_version,
             "matrix_version": lock.matrix_version, "inputs_hash": lock.inputs_hash,

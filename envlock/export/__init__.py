@@ -29,6 +29,7 @@ FORMATS: Mapping[str, str] = {
     "uv": "envlock.export.uv",
     "conda": "envlock.export.conda",
     "dockerfile": "envlock.export.dockerfile",
+    "kubernetes": "envlock.export.kubernetes",
 }
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import List, Tuple
+from typing import Any, List, Optional, Tuple
 
 from envlock.errors import UsageError
 from envlock.export.common import ExportRequest, Exporter, header_lines, require_hashes
@@ -160,6 +160,15 @@ class DockerfileExporter(Exporter):
             "    VIRTUAL_ENV=/opt/venv \\",
             "    PATH=/opt/venv/bin:$PATH",
         ]
+        require = _require_cuda(t)
+        if require:
+            lines += ["", "# for runtimes that still evaluate it (the legacy NVIDIA container "
+                          "runtime hook):",
+                      "# the CUDA version the lock's driver floor supports. In CDI mode the",
+                      "# NVIDIA Container Toolkit does not evaluate it "
+                      "(NVIDIA/nvidia-container-toolkit#1470):",
+                      "# the entrypoint's envlock verify --stage runtime is the gate there",
+                      f"ENV NVIDIA_REQUIRE_CUDA={_dq(require)}"]
         if t.env:
             lines += ["", "# the environment the lock was resolved for (envlock verify "
                           "checks it)"]
@@ -188,6 +197,17 @@ class DockerfileExporter(Exporter):
             'CMD ["python"]',
         ]
         return "\n".join(lines) + "\n"
+
+
+def _require_cuda(t: Any) -> Optional[str]:
+    """``cuda>=X.Y`` for the lock's driver floor (the newest CUDA its driver supports),
+    or None for a CPU target or a lock without a floor."""
+    if not t.gpus or not t.driver_min:
+        return None
+    from envlock.matrix import get_matrix
+
+    cuda = get_matrix().driver_full_cuda(t.driver_min)
+    return f"cuda>={cuda}" if cuda else None
 
 
 EXPORTER = DockerfileExporter()

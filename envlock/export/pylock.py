@@ -75,7 +75,55 @@ def _package(p: LockedPackage) -> Any:
             arr.append(_artifact(f))
         arr.multiline(True)
         pt["wheels"] = arr
+    vj = _variants_json(p, wheels)
+    if vj is not None:
+        pt["variants-json"] = vj
     return pt
+
+
+def _variants_json(p: LockedPackage, wheels: List[LockedFile]) -> Any:
+    """PEP 825: a package whose locked wheels include variant wheels carries the index's
+    variants.json inline, ``$schema`` kept, only the labels listed here."""
+    import json
+
+    import tomlkit
+
+    from envlock.wheelvariants import prune_variants_json, variant_label
+
+    labels = [lb for lb in (variant_label(f.name) for f in wheels) if lb]
+    if not labels or not p.variants_json:
+        return None
+    doc = prune_variants_json(json.loads(p.variants_json), labels)
+    table = tomlkit.table()
+    table["$schema"] = doc["$schema"]
+    dp = tomlkit.table()
+    for k, v in doc["default-priorities"].items():
+        dp[k] = v
+    table["default-priorities"] = dp
+    variants = tomlkit.table()
+    for label, spaces in doc["variants"].items():
+        it = tomlkit.inline_table()
+        for ns, features in sorted(spaces.items()):
+            inner = tomlkit.inline_table()
+            for feat, values in sorted(features.items()):
+                inner[feat] = list(values)
+            it[ns] = inner
+        variants[label] = it
+    table["variants"] = variants
+    return table
+
+
+def variant_warnings(t: LockTarget) -> List[str]:
+    """Variant wheels the lock holds without their variants.json."""
+    from envlock.wheelvariants import variant_label
+
+    bad = sorted(p.name for p in t.packages if not p.variants_json
+                 and any(variant_label(f.name) for f in p.files))
+    if not bad:
+        return []
+    return [f"WARNING: {', '.join(bad)}: variant wheels without the index's variants.json "
+            f"in the lock; a variant-aware installer treats them as incompatible. Re-resolve "
+            f"against the index that serves them."]
 
 
 def _tool(request: ExportRequest) -> Any:
@@ -138,6 +186,9 @@ class PylockExporter(Exporter):
     def filename(self, target: str) -> str:
         return f"pylock.{target}.toml"
 
+    def warnings(self, request: ExportRequest) -> List[str]:
+        return variant_warnings(request.target)
+
     def render(self, request: ExportRequest) -> str:
         import tomlkit
 
@@ -170,7 +221,7 @@ class PylockExporter(Exporter):
         tool = tomlkit.table(is_super_table=True)
         tool["envlock"] = _tool(request)
         doc["tool"] = tool
-        header = header_lines(request, "PEP 751 lock file", body)
+        header = header_lines(request, "PEP 751 lock file", body, self.warnings(request))
         return "\n".join(header) + "\n\n" + tomlkit.dumps(doc)
 
 

@@ -105,6 +105,8 @@ def _target_text(t: LockTarget) -> str:
         out += ["\n[target.torch]\n", *e.lines(torch)]
     out.append(e.sorted_table("target.libraries", t.libraries))
     out.append(e.sorted_table("target.env", t.env))
+    if t.installer_env:
+        out.append(e.sorted_table("target.installer-env", t.installer_env))
     for a in sorted(t.advisories, key=lambda a: (a.id, a.action)):
         adv: List[Any] = [("id", a.id), ("action", a.action), ("summary", a.summary)]
         if a.override:
@@ -122,6 +124,8 @@ def _target_text(t: LockTarget) -> str:
             pkg.append(("index", p.index))
         if p.direct:
             pkg.append(("direct", True))
+        if p.variants_json:
+            pkg.append(("variants-json", p.variants_json))
         files = [e.inline_table([("name", f.name), ("url", f.url)]
                                 + ([("sha256", f.sha256)] if f.sha256 else []))
                  for f in sorted(p.files, key=lambda f: f.name)]
@@ -202,6 +206,11 @@ def _render_tomlkit(lock: Lock, with_targets: bool) -> str:
         for k in sorted(t.env):
             env[k] = t.env[k]
         tt["env"] = env
+        if t.installer_env:
+            ienv = tomlkit.table()
+            for k in sorted(t.installer_env):
+                ienv[k] = t.installer_env[k]
+            tt["installer-env"] = ienv
         advs = tomlkit.aot()
         for a in sorted(t.advisories, key=lambda a: (a.id, a.action)):
             at = tomlkit.table()
@@ -226,6 +235,8 @@ def _render_tomlkit(lock: Lock, with_targets: bool) -> str:
                 pt["index"] = p.index
             if p.direct:
                 pt["direct"] = True
+            if p.variants_json:
+                pt["variants-json"] = p.variants_json
             files = tomlkit.array()
             for f in sorted(p.files, key=lambda f: f.name):
                 it = tomlkit.inline_table()
@@ -263,6 +274,25 @@ def _plain(value: Any) -> Any:
     if value is None:
         return ""
     return value
+
+
+def _variants_json(r: "_R", pk: Mapping[str, Any], where: str) -> Optional[str]:
+    """A package's ``variants-json``: JSON text in PEP 825's variants.json shape."""
+    import json
+
+    from envlock.wheelvariants import canonical, check_variants_json
+
+    text = r.get(pk, "variants-json", str, where, required=False)
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        r.fail(f"{where}.variants-json", "not JSON")
+    errs = check_variants_json(doc)
+    if errs:
+        r.fail(f"{where}.variants-json", f"not a PEP 825 variants.json: {errs[0]}")
+    return canonical(doc)
 
 
 def write_lock(lock: Lock, path: Path) -> None:
@@ -375,6 +405,10 @@ def _check_values(lock: Lock, origin: str) -> None:
         for key in sorted(t.env):
             if not _ENV_KEY_RE.match(key):
                 fail(f"{p}.env", f"{_short(key)} is not an environment variable name")
+        for key in sorted(t.installer_env):
+            if not _ENV_KEY_RE.match(key):
+                fail(f"{p}.installer-env", f"{_short(key)} is not an environment variable "
+                                           f"name")
         if t.torch is not None:
             from envlock.kernels import parse_target
 
@@ -424,7 +458,10 @@ def parse_lock(text: str, origin: str = "envlock.lock") -> Lock:
     except RecursionError:
         raise InputError(f"{origin}: nested too deeply to be a lock") from None
     _check_tree(data, "", origin)
-    lock = _parse_lock(data, origin)
+    from envlock.lock.pylock_read import is_pylock, lock_from_pylock
+
+    # a pylock.toml envlock exported: one target, its facts from [tool.envlock]
+    lock = lock_from_pylock(data, origin) if is_pylock(data) else _parse_lock(data, origin)
     _check_values(lock, origin)
     return lock
 
@@ -473,7 +510,8 @@ def _parse_lock(data: Mapping[str, Any], origin: str) -> Lock:
                 name=r.get(pk, "name", str, pp), version=r.get(pk, "version", str, pp),
                 index=r.get(pk, "index", str, pp, required=False), files=tuple(files),
                 direct=r.get(pk, "direct", bool, pp, required=False, default=False),
-                specifier=r.get(pk, "specifier", str, pp, required=False)))
+                specifier=r.get(pk, "specifier", str, pp, required=False),
+                variants_json=_variants_json(r, pk, pp)))
         advisories = []
         for j, a in enumerate(r.get(t, "advisory", list, p, required=False, default=[])):
             ap = f"{p}.advisory[{j}]"
@@ -506,6 +544,8 @@ def _parse_lock(data: Mapping[str, Any], origin: str) -> Lock:
                                              default={}).items()},
             machines=r.get(t, "machines", str, p, required=False, default="one"),
             family=r.get(t, "family", str, p, required=False),
+            installer_env={k: str(v) for k, v in r.get(t, "installer-env", dict, p,
+                                                       required=False, default={}).items()},
         ))
     return Lock(
         version=version,

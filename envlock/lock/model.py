@@ -38,6 +38,9 @@ class LockedPackage:
     direct: bool = False  # asked for by the user (or the torch core)
     #: the specifier when only a range is known (offline GPU core with `~=` pins)
     specifier: Optional[str] = None
+    #: PEP 825's index-level ``{name}-{version}-variants.json`` (canonical JSON text), when a
+    #: locked file is a variant wheel: an installer maps its label to properties with it
+    variants_json: Optional[str] = None
 
     @property
     def hashes(self) -> Tuple[str, ...]:
@@ -102,6 +105,10 @@ class LockTarget:
     machines: str = "one"
     #: the family the GPUs are the members of (``--gpu H100``), if any
     family: Optional[str] = None
+    #: what other installers are told on a host without this GPU: the NVIDIA wheel-variant
+    #: provider's forced values and conda's overrides (:mod:`envlock.resolve.installer_env`);
+    #: never checked by verify (``env`` is)
+    installer_env: Mapping[str, str] = field(default_factory=dict)
 
     def package(self, name: str) -> Optional[LockedPackage]:
         from packaging.utils import canonicalize_name

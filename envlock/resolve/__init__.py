@@ -339,6 +339,7 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
     for name, req in overrides.items():
         decision.append(f"override: {req} (advisory) instead of the build's own pin")
     need = choice.need
+    ienv = _installer_env(matrix, spec, v, decision)
     return LockTarget(
         name=spec.name,
         gpus=tuple(g.nvml_names[0] if g.nvml_names else g.name for g in spec.gpus),
@@ -363,7 +364,21 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
         env=dict(request.env),
         machines="separate" if spec.separate else "one",
         family=spec.family,
+        installer_env=ienv,
     )
+
+
+def _installer_env(matrix: Matrix, spec: TargetSpec, v: TorchVariant,
+                   decision: List[str]) -> Dict[str, str]:
+    """The forced values other installers need on a host without this GPU (appends the
+    reasons to ``decision``)."""
+    from envlock.resolve.installer_env import installer_env
+
+    if spec.cpu:
+        return {}
+    env, notes = installer_env(matrix, spec.gpus, v.cuda, spec.driver)
+    decision.extend(notes)
+    return env
 
 
 def _reachable_choice(request: ResolveRequest, matrix: Matrix, config: IndexConfig,

@@ -120,6 +120,7 @@ def _scratch(tmp: Path) -> Dict[str, str]:
     node = (DATA / "snapshots" / "h100-match.json").read_text("utf-8")
     (work / "node.json").write_text(node.replace('"550.54.15"', '"580.65.06"')
                                     .replace('"cuda": "12.4"', '"cuda": "13.0"', 1))
+    shutil.copy(DATA / "nodes" / "three-pools.json", work / "nodes.json")  # kubectl output
     (work / "collected").mkdir()
     for name in ("h100-match", "h100-old-driver"):
         shutil.copy(DATA / "snapshots" / f"{name}.json", work / "collected" / f"{name}.json")

@@ -141,7 +141,7 @@ def test_dash_means_stdout(run_export, locks_dir: Path) -> None:
     assert a.stdout == b.stdout and a.stdout.startswith("# ")
 
 
-@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "dockerfile"])
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f not in ("dockerfile", "kubernetes")])
 def test_local_versions_and_mirror_urls_are_written_exactly(run_export, locks_dir: Path,
                                                             fmt: str) -> None:
     # (the dockerfile context installs the lock through the requirements export)

@@ -24,7 +24,7 @@ def test_every_format_choice_is_mapped_to_its_exporter() -> None:
     choices = _format_choices()
     assert choices == list(FORMATS)
     assert set(choices) == {"requirements", "constraints", "pylock", "uv", "conda",
-                            "dockerfile"}
+                            "dockerfile", "kubernetes"}
     for fmt in choices:
         exporter = get_exporter(fmt)
         assert isinstance(exporter, Exporter)
@@ -46,4 +46,4 @@ def test_unknown_format_is_a_usage_error() -> None:
         get_exporter("poetry")
     assert exc.value.exit_code == ExitCode.USAGE
     assert str(exc.value) == ("unknown export format 'poetry' (formats: requirements, "
-                              "constraints, pylock, uv, conda, dockerfile)")
+                              "constraints, pylock, uv, conda, dockerfile, kubernetes)")

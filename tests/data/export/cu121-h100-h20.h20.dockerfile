@@ -37,6 +37,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
+# for runtimes that still evaluate it (the legacy NVIDIA container runtime hook):
+# the CUDA version the lock's driver floor supports. In CDI mode the
+# NVIDIA Container Toolkit does not evaluate it (NVIDIA/nvidia-container-toolkit#1470):
+# the entrypoint's envlock verify --stage runtime is the gate there
+ENV NVIDIA_REQUIRE_CUDA="cuda>=12.1"
+
 # the environment the lock was resolved for (envlock verify checks it)
 ENV NCCL_DEBUG="WARN"
 

@@ -37,6 +37,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
+# for runtimes that still evaluate it (the legacy NVIDIA container runtime hook):
+# the CUDA version the lock's driver floor supports. In CDI mode the
+# NVIDIA Container Toolkit does not evaluate it (NVIDIA/nvidia-container-toolkit#1470):
+# the entrypoint's envlock verify --stage runtime is the gate there
+ENV NVIDIA_REQUIRE_CUDA="cuda>=12.0"
+
 # envlock in its own virtual environment: its dependencies pinned by version and
 # sha256, envlock itself from this context (--no-index: never looked up by name)
 COPY envlock-requirements.txt envlock-wheel.txt envlock_gpu-0.1.0-py3-none-any.whl /etc/envlock/context/

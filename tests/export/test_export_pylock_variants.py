@@ -1,0 +1,154 @@
+"""PEP 825 in the pylock export (issue 34): a locked variant wheel brings the index's
+variants.json inline as ``[packages.variants-json]``, in the shape PEP 825 fixes."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import urllib.request
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from envlock import _toml
+from envlock.lock.io import load_lock, write_lock
+from envlock.lock.model import LockedFile, LockedPackage
+from envlock.wheelvariants import variant_label
+from exportkit import export_text
+from support.index_server import IndexServer, make_wheel
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+SCHEMA = json.loads((DATA / "pep825" / "variant-schema-0.1.1.json").read_text())
+PLAT = "cp311-cp311-manylinux_2_28_x86_64"
+VARIANTS = {
+    "$schema": "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json",
+    "default-priorities": {"namespace": ["nvidia"]},
+    "variants": {
+        "cu126": {"nvidia": {"cuda_version_lower_bound": ["12.6"],
+                             "sm_arch": ["50_real", "60_real", "70_real", "75_real",
+                                         "80_real", "86_real", "90_real"]}},
+        "cu129": {"nvidia": {"cuda_version_lower_bound": ["12.9"],
+                             "sm_arch": ["75_real", "80_real", "86_real", "90_real",
+                                         "100_real", "120_real", "120_virtual"]}},
+    },
+}
+
+
+def _variant_wheel(directory: Path, label: str) -> Path:
+    """A real wheel with ``dist-info/variant.json``, named with its variant label."""
+    one = dict(VARIANTS, variants={label: VARIANTS["variants"][label]})
+    plain = make_wheel(directory / label, "vkern", "1.0", tag=PLAT,
+                       files={"vkern-1.0.dist-info/variant.json": json.dumps(one).encode()})
+    return plain.rename(directory / plain.name.replace(".whl", f"-{label}.whl"))
+
+
+@pytest.fixture
+def variant_lock(tmp_path: Path) -> Path:
+    """A lock whose target holds the cu129 variant wheel of vkern, as served (file, hash and
+    variants.json) by a loopback index."""
+    wheel = _variant_wheel(tmp_path, "cu129")
+    other = _variant_wheel(tmp_path, "cu126")
+    with IndexServer() as srv:
+        idx = srv.add_index("variants")
+        idx.add(wheel)
+        idx.add(other)
+        srv.raw["/variants/simple/vkern/vkern-1.0-variants.json"] = (
+            200, json.dumps(VARIANTS).encode(), "application/json")
+        page = urllib.request.urlopen(srv.url("variants") + "/vkern/").read().decode()
+        assert wheel.name in page
+        served = urllib.request.urlopen(
+            f"{srv.base}/files/variants/{wheel.name}").read()
+        vjson = json.loads(urllib.request.urlopen(
+            srv.url("variants") + "/vkern/vkern-1.0-variants.json").read())
+        index = srv.url("variants") + "/"
+    assert variant_label(wheel.name) == "cu129"
+    base = load_lock(DATA / "locks" / "h100-pypi.lock")
+    t = base.targets[0]
+    pkg = LockedPackage(name="vkern", version="1.0", index=index,
+                        files=(LockedFile(name=wheel.name, url=f"{index}vkern/{wheel.name}",
+                                          sha256=hashlib.sha256(served).hexdigest()),),
+                        direct=True, variants_json=json.dumps(vjson))
+    lock = dataclasses.replace(base, targets=(dataclasses.replace(
+        t, packages=t.packages + (pkg,)),))
+    path = tmp_path / "envlock.lock"
+    write_lock(lock, path)
+    return path
+
+
+def test_variant_wheel_brings_variants_json_in_pep825_shape(variant_lock: Path) -> None:
+    t = load_lock(variant_lock).targets[0]  # the lock round-trips the variants.json
+    assert json.loads(t.package("vkern").variants_json) == VARIANTS
+    text = export_text(variant_lock, "pylock", t.name)
+    doc = _toml.loads(text)
+    pkg = next(p for p in doc["packages"] if p["name"] == "vkern")
+    vj = pkg["variants-json"]
+    jsonschema.validate(vj, SCHEMA)
+    assert vj["$schema"] == VARIANTS["$schema"]
+    # only the label of the locked wheel is kept
+    assert list(vj["variants"]) == ["cu129"]
+    assert "90_real" in vj["variants"]["cu129"]["nvidia"]["sm_arch"]
+    # the other packages carry none and stay valid PEP 751 (packaging's validator does
+    # not know PEP 825's longer wheel file names yet, so the variant package is left out)
+    assert all("variants-json" not in p for p in doc["packages"] if p["name"] != "vkern")
+    pylock = pytest.importorskip("packaging.pylock")
+    rest = dict(doc, packages=[p for p in doc["packages"] if p["name"] != "vkern"])
+    pylock.Pylock.from_dict(rest).validate()
+
+
+def test_variant_wheel_without_its_variants_json_is_a_warning(variant_lock: Path,
+                                                              tmp_path: Path) -> None:
+    lock = load_lock(variant_lock)
+    t = lock.targets[0]
+    pkgs = tuple(dataclasses.replace(p, variants_json=None) if p.name == "vkern" else p
+                 for p in t.packages)
+    path = tmp_path / "bare.lock"
+    write_lock(dataclasses.replace(lock, targets=(dataclasses.replace(t, packages=pkgs),)),
+               path)
+    text = export_text(path, "pylock", t.name)
+    assert "vkern: variant wheels without the index's variants.json" in text
+    assert "variants-json" not in _toml.loads(text)["packages"][-1]
+
+
+def test_a_lock_with_a_malformed_variants_json_is_refused(variant_lock: Path,
+                                                          tmp_path: Path) -> None:
+    from envlock.errors import InputError
+
+    bad = variant_lock.read_text().replace('default-priorities', 'default-priority')
+    p = tmp_path / "bad.lock"
+    p.write_text(bad)
+    with pytest.raises(InputError, match="not a PEP 825 variants.json"):
+        load_lock(p)
+
+
+def test_verify_accepts_the_pylock(variant_lock: Path, tmp_path: Path) -> None:
+    """verify reads a pylock envlock exported (its [tool.envlock] names the target) and
+    judges the environment as it does from the envlock lock itself."""
+    from support.cli import run_cli
+
+    t = load_lock(variant_lock).targets[0]
+    pylock_path = tmp_path / f"pylock.{t.name}.toml"
+    pylock_path.write_text(export_text(variant_lock, "pylock", t.name))
+    back = load_lock(pylock_path)
+    assert back.targets[0].name == t.name
+    pruned = dict(VARIANTS, variants={"cu129": VARIANTS["variants"]["cu129"]})
+    assert json.loads(back.targets[0].package("vkern").variants_json) == pruned
+    assert {p.name: p.version for p in back.targets[0].packages} == \
+        {p.name: p.version for p in t.packages}
+    results = []
+    for lock in (variant_lock, pylock_path):
+        r = run_cli("verify", "--lock", str(lock), "--stage", "build", "--json")
+        assert r.code in (0, 1), r.err
+        results.append(sorted((f["id"], f.get("subject")) for f in json.loads(r.out)["findings"]))
+    assert results[0] == results[1]
+
+
+def test_a_pylock_without_envlock_facts_is_refused(tmp_path: Path) -> None:
+    from envlock.errors import InputError
+
+    p = tmp_path / "pylock.toml"
+    p.write_text('lock-version = "1.0"\ncreated-by = "uv"\n[[packages]]\nname = "x"\n'
+                 'version = "1"\n')
+    with pytest.raises(InputError, match="without \\[tool.envlock\\]"):
+        load_lock(p)
