@@ -89,24 +89,27 @@ def advisory_findings(matrix: Matrix, facts: Facts,
             continue
         if evaluate(adv.condition, facts) is True:
             out.append(advisory_finding(adv, facts=facts))
-    if only is None:
-        out.extend(contradiction_findings(facts))
     return out
 
 
-def contradiction_findings(facts: Facts) -> List[Finding]:
+def contradiction_findings(facts: Facts, reported: Sequence[Finding] = ()) -> List[Finding]:
     """A derived library version that the loaded copy contradicts: something shadows the
-    copy the installed wheels (or the torch build's pins) provide (issue 27)."""
+    copy the installed wheels (or the torch build's pins) provide (issue 27). Libraries a
+    reported finding already names (``system-cublas-shadows-wheel``) are left to it; cuBLASLt
+    goes with cuBLAS."""
     out = []
+    named = " ".join(f.id for f in reported)
     for c in getattr(facts, "contradictions", ()):
         lib = c.path.split(".")[1]
+        family = "cublas" if lib == "cublasLt" else lib
+        if f"-{family}-" in named or f"{family} " in " ".join(f.title for f in out):
+            continue
         out.append(Finding(
             id="derived-contradiction", severity="info", category="library",
             title=f"{lib} {c.observed} is loaded where {c.derived} was expected",
             detail=str(c), subject=lib,
-            fix=(f"python -c 'import torch' && grep -m1 lib{lib} /proc/$(pgrep -n python)/maps"
-                 f"  # see which copy is mapped; drop other CUDA lib dirs from "
-                 f"LD_LIBRARY_PATH",),
+            fix=(f"grep -m1 lib{lib} /proc/<pid>/maps  # which copy the process mapped; "
+                 f"drop other CUDA library directories from LD_LIBRARY_PATH",),
             extra={"because": [str(c)]}))
     return out
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from envlock.checks.advisories import advisory_findings
+from envlock.checks.advisories import advisory_findings, contradiction_findings
 from envlock.knowledge.facts import Facts, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
 from envlock.checks.logs import RuledOut, match_finding, rank_logs, triage_logs
@@ -122,6 +122,7 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
     if live and logs and not smoke:
         facts, judged_from = _log_machine(snapshot, facts, matrix, logs)
     findings = advisory_findings(matrix, facts)
+    findings += contradiction_findings(facts, findings)
     ruled: Tuple[RuledOut, ...] = ()
     if logs:
         triage = triage_logs(logs, matrix, facts)

@@ -56,8 +56,8 @@ def test_h20_torch_291_on_575_takes_cu129(tmp_path: Path) -> None:
 
 
 def test_stated_h20_with_torch_210_and_a_bare_sigfpe_log() -> None:
-    snap = DATA / "snapshots" / "h20-stated-torch210.json"
-    r = run_cli("doctor", "--snapshot", str(snap), "--log", str(DATA / "logs" / "fpe-one-line.log"),
+    snap = DATA / "knowledge" / "h20-stated-torch210.json"
+    r = run_cli("doctor", "--snapshot", str(snap), "--log", str(DATA / "knowledge" / "fpe-one-line.log"),
                 "--json")
     doc = json.loads(r.out)
     first = doc["findings"][0]
@@ -66,12 +66,12 @@ def test_stated_h20_with_torch_210_and_a_bare_sigfpe_log() -> None:
     assert ("library.cublasLt.version=12.1.3.1 (derived from torch 2.1.0+cu121: bundled in the "
             "wheel from CUDA 12.1.1)") in first["because"]
     r = run_cli("doctor", "--snapshot", str(snap), "--log",
-                str(DATA / "logs" / "fpe-one-line.log"), "-v")
+                str(DATA / "knowledge" / "fpe-one-line.log"), "-v")
     assert "no advisory explains the log" not in r.out
 
 
 def test_a_pasted_h800_log_is_judged_on_its_own_machine() -> None:
-    log = DATA / "logs" / "h800-pcie-p2p-hang.log"
+    log = DATA / "knowledge" / "h800-pcie-p2p-hang.log"
     r = run_cli("doctor", "--log", str(log), "--json")
     doc = json.loads(r.out)
     assert doc["judged_from"] == (

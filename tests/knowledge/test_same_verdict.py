@@ -29,7 +29,7 @@ from envlock.snapshot import Snapshot, load_snapshot
 
 M = get_matrix()
 DATA = Path(__file__).resolve().parents[1] / "data"
-STATED = DATA / "snapshots" / "h20-stated-torch210.json"
+STATED = DATA / "knowledge" / "h20-stated-torch210.json"
 H20 = "h20-cublas121-sigfpe"
 
 
