@@ -141,14 +141,19 @@ def wheel_libraries(packages: Mapping[str, str]) -> Dict[str, Derived]:
 def driver_facts(matrix: Matrix, driver: str) -> Dict[str, Derived]:
     """``driver.branch`` and ``driver.cuda`` (the newest CUDA line it runs in full) of a
     driver version; a branch alone (``535``) gives no CUDA line."""
-    out = {"driver.branch": Derived(driver_branch(driver), f"from driver {driver}",
-                                    "from-observed")}
+    return dict(_driver_facts(matrix, driver))
+
+
+@lru_cache(maxsize=256)
+def _driver_facts(matrix: Matrix, driver: str) -> Tuple[Tuple[str, Derived], ...]:
+    out = [("driver.branch", Derived(driver_branch(driver), f"from driver {driver}",
+                                     "from-observed"))]
     if "." in driver:
         line = matrix.driver_full_cuda(driver)
         if line is not None:
-            out["driver.cuda"] = Derived(line, f"the newest CUDA line driver {driver} runs "
-                                               f"(cuda.toml)", "from-observed")
-    return out
+            out.append(("driver.cuda", Derived(line, f"the newest CUDA line driver {driver} "
+                                                     f"runs (cuda.toml)", "from-observed")))
+    return tuple(out)
 
 
 def library_knowledge(matrix: Matrix, variant: Optional[TorchVariant],

@@ -41,7 +41,7 @@ import itertools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -140,8 +140,7 @@ def judge(cond: Mapping[str, Any], facts: Facts) -> Outcome:
     out = _eval(cond, facts.get, facts, None, facts.origin)
     if out.value is not None:
         return out
-    multi = sorted({p for scope, p, _ in fact_paths(cond)
-                    if scope is None and isinstance(facts.get(p), OneOf)})
+    multi = sorted({p for p in _top_paths(cond) if isinstance(facts.get(p), OneOf)})
     if not multi:
         return out
     combos = list(itertools.islice(itertools.product(*(facts.get(p).values for p in multi)),
@@ -158,6 +157,22 @@ def judge(cond: Mapping[str, Any], facts: Facts) -> Outcome:
                if not any(b.startswith(p + "=") for p in multi)]
     because += [_said(p, facts.get(p), facts.origin(p)) for p in multi]
     return Outcome(verdicts[0].value, (), _uniq(because))
+
+
+_PATHS: Dict[int, Tuple[Mapping[str, Any], Tuple[str, ...]]] = {}
+
+
+def _top_paths(cond: Mapping[str, Any]) -> Tuple[str, ...]:
+    """The fact paths a condition reads outside ``some`` (memoised per condition object:
+    advisory conditions live as long as the matrix)."""
+    hit = _PATHS.get(id(cond))
+    if hit is not None and hit[0] is cond:
+        return hit[1]
+    paths = tuple(sorted({p for scope, p, _ in fact_paths(cond) if scope is None}))
+    if len(_PATHS) > 4096:
+        _PATHS.clear()
+    _PATHS[id(cond)] = (cond, paths)
+    return paths
 
 
 def _uniq(items: Iterable[str]) -> Tuple[str, ...]:
@@ -242,16 +257,24 @@ def _leaf(cond: Mapping[str, Any], get: Callable[[str], Any], scope: Optional[st
     if value is UNKNOWN:
         return Outcome(None, (name,), ())
     result: Tri
-    if isinstance(value, OneOf):
-        result = _agree(_exact(test, v, expected, typ) for v in value.values)
-    elif isinstance(value, Bound):
-        result = bool(expected) if test == "present" else _bound_test(test, value, expected,
-                                                                        typ)
-    else:
-        result = _exact(test, value, expected, typ)
-    if result is None:  # an odd version string, or a bound that does not decide the test
+    if isinstance(value, _PARTIAL):
+        if isinstance(value, OneOf):
+            result = _agree(_exact(test, v, expected, typ) for v in value.values)
+        else:
+            result = bool(expected) if test == "present" else _bound_test(test, value,
+                                                                            expected, typ)
+        if result is None:  # a bound that does not decide the test
+            return Outcome(None, (name,), ())
+        return Outcome(result, (), (_said(name, value, origin(path)),))
+    result = _exact(test, value, expected, typ)
+    if result is None:  # the value is there but cannot be compared (an odd version string)
         return Outcome(None, (name,), ())
-    return Outcome(result, (), (_said(name, value, origin(path)),))
+    how = origin(path)
+    said = f"{name}={_show(value)}"
+    return Outcome(result, (), (f"{said} ({how})" if how else said,))
+
+
+_PARTIAL = (Bound, OneOf)
 
 
 def _exact(test: str, value: Any, expected: Any, typ: str) -> Tri:
