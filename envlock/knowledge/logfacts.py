@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from envlock.knowledge.derive import find_build, library_knowledge
 from envlock.knowledge.facts import Facts
+from envlock.matrix.conditions import LIBRARY_NAMES
 from envlock.knowledge.values import UNKNOWN, OneOf
 
 __all__ = ["LayeredFacts", "facts_from_logs", "other_machine"]
@@ -138,9 +140,17 @@ def facts_from_logs(logs: Sequence[Mapping[str, Any]], matrix: Any = None,
             origins["link.p2p"] = why
     if "_links" in values:
         collections["link"] = values.pop("_links")
-    libs = {}
-    if "library.nccl.version" in values:
-        libs["nccl"] = values["library.nccl.version"]
+    tv = values.get("torch.version")
+    if matrix is not None and isinstance(tv, str):
+        # the torch build the log names says which libraries its machine loads (the build's
+        # pins, else the bound of its CUDA line); what the log states itself wins
+        line = values.get("torch.cuda") if isinstance(values.get("torch.cuda"), str) else None
+        build = find_build(matrix, tv)
+        for name, dv in library_knowledge(matrix, build, None, cuda_line=line).items():
+            key = f"library.{name}.version"
+            if name in LIBRARY_NAMES and key not in values:
+                values[key] = dv.value
+                origins[key] = f"{dv.origin}, named in the log"
     return LayeredFacts(top, values, collections, origins)
 
 
