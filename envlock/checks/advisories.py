@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from envlock.checks.conditions import evaluate, judge
-from envlock.checks.facts import UNKNOWN, Facts
+from envlock.knowledge.evaluate import evaluate, judge
+from envlock.knowledge.facts import UNKNOWN, Facts
+from envlock.knowledge.values import is_partial
 from envlock.checks.finding import Finding
 from envlock.matrix.conditions import fact_paths
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import Advisory
 
-__all__ = ["advisory_findings", "advisory_finding", "seen", "ruled_out_by"]
+__all__ = ["advisory_findings", "advisory_finding", "seen", "ruled_out_by",
+           "contradiction_findings"]
 
 
 def seen(adv: Advisory, facts: Facts) -> str:
@@ -45,7 +47,9 @@ def seen(adv: Advisory, facts: Facts) -> str:
             if not shown:
                 continue
             value = ", ".join(shown[:6]) + (" ..." if len(shown) > 6 else "")
-        parts.append(f"{fact}={value}")
+        said = f"{fact} in {value}" if is_partial(value) else f"{fact}={value}"
+        how = facts.origin(fact)
+        parts.append(f"{said} ({how})" if how else said)
     return "; ".join(parts)
 
 
@@ -62,9 +66,14 @@ def advisory_finding(adv: Advisory, detail_prefix: str = "", score: Optional[flo
         detail += f" Not confirmed: {', '.join(not_confirmed)} unknown."
     if detail_prefix:
         detail = f"{detail_prefix} {detail}"
+    extra: dict = {"status": adv.status}
+    if facts is not None and adv.condition is not None:
+        outcome = judge(adv.condition, facts)
+        if outcome.because:  # how the verdict was reached (JSON, --verbose)
+            extra["because"] = list(outcome.because)
     return Finding(id=adv.id, severity=adv.severity, category=adv.category, title=adv.title,
                    detail=detail.strip(), fix=adv.fix, sources=adv.sources, score=score,
-                   extra={"status": adv.status}, not_confirmed=tuple(not_confirmed))
+                   extra=extra, not_confirmed=tuple(not_confirmed))
 
 
 def advisory_findings(matrix: Matrix, facts: Facts,
@@ -80,6 +89,28 @@ def advisory_findings(matrix: Matrix, facts: Facts,
             continue
         if evaluate(adv.condition, facts) is True:
             out.append(advisory_finding(adv, facts=facts))
+    return out
+
+
+def contradiction_findings(facts: Facts, reported: Sequence[Finding] = ()) -> List[Finding]:
+    """A derived library version that the loaded copy contradicts: something shadows the
+    copy the installed wheels (or the torch build's pins) provide (issue 27). Libraries a
+    reported finding already names (``system-cublas-shadows-wheel``) are left to it; cuBLASLt
+    goes with cuBLAS."""
+    out = []
+    named = " ".join(f.id for f in reported)
+    for c in getattr(facts, "contradictions", ()):
+        lib = c.path.split(".")[1]
+        family = "cublas" if lib == "cublasLt" else lib
+        if f"-{family}-" in named or f"{family} " in " ".join(f.title for f in out):
+            continue
+        out.append(Finding(
+            id="derived-contradiction", severity="info", category="library",
+            title=f"{lib} {c.observed} is loaded where {c.derived} was expected",
+            detail=str(c), subject=lib,
+            fix=(f"grep -m1 lib{lib} /proc/<pid>/maps  # which copy the process mapped; "
+                 f"drop other CUDA library directories from LD_LIBRARY_PATH",),
+            extra={"because": [str(c)]}))
     return out
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from envlock.checks.advisories import advisory_findings
-from envlock.checks.facts import Facts, facts_from_snapshot
+from envlock.checks.advisories import advisory_findings, contradiction_findings
+from envlock.knowledge.facts import Facts, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
 from envlock.checks.logs import RuledOut, match_finding, rank_logs, triage_logs
 from envlock.checks.smoke import SmokeResult
@@ -25,6 +25,9 @@ class DoctorResult:
     ruled_out: Tuple[RuledOut, ...] = ()
     #: (advisory ids, why) not checked: their condition is unknown on this machine
     not_checked: Tuple[Tuple[str, str], ...] = ()
+    #: set when the logs are evidently from another machine and were judged on their own
+    #: facts: the one line that says so
+    judged_from: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -32,6 +35,8 @@ class DoctorResult:
 
     def to_dict(self) -> Dict[str, object]:
         d: Dict[str, object] = {"ok": self.ok, "findings": [f.to_dict() for f in self.findings]}
+        if self.judged_from:
+            d["judged_from"] = self.judged_from
         if self.ruled_out:
             d["ruled_out"] = [{"id": r.advisory, "because": list(r.because)}
                               for r in self.ruled_out]
@@ -90,12 +95,39 @@ def smoke_findings(results: Sequence[SmokeResult], matrix: Matrix,
     return findings, annotated
 
 
+def _log_machine(snapshot: Snapshot, facts: Facts, matrix: Matrix,
+                 logs: Sequence[Tuple[str, str]]) -> Tuple[Facts, Optional[str]]:
+    """The logs' own facts and the line that says so, when this host is evidently not the
+    machine the logs came from; else this host's facts and None."""
+    from envlock.checks.logread import log_facts_view, read_log
+    from envlock.knowledge.logfacts import other_machine
+
+    view = log_facts_view([read_log(t[-_LOG_BYTES:], o) for o, t in logs], matrix, None)
+    desc = other_machine(facts, view)
+    if desc is None:
+        return facts, None
+    return view, (f"the log is from another machine ({desc}); judged from the log; pass "
+                  f"--snapshot from that machine for a full check")
+
+
+_LOG_BYTES = 8 * 1024 * 1024
+
+
 def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]] = (),
-           smoke: Sequence[SmokeResult] = ()) -> DoctorResult:
+           smoke: Sequence[SmokeResult] = (), live: bool = False) -> DoctorResult:
+    """Findings for a machine. ``live``: the snapshot is of this host, taken now (no
+    ``--snapshot``); logs evidently from another machine are then judged on their own facts."""
     from envlock.checks.arch_span import arch_span_findings
 
     facts = facts_from_snapshot(snapshot, matrix)
-    findings = advisory_findings(matrix, facts) + arch_span_findings(snapshot)
+    judged_from: Optional[str] = None
+    if live and logs and not smoke:
+        facts, judged_from = _log_machine(snapshot, facts, matrix, logs)
+    findings = advisory_findings(matrix, facts)
+    if judged_from is None:
+        # the GPUs and torch of this host: not the log's machine's
+        findings += arch_span_findings(snapshot)
+    findings += contradiction_findings(facts, findings)
     ruled: Tuple[RuledOut, ...] = ()
     if logs:
         triage = triage_logs(logs, matrix, facts)
@@ -114,13 +146,13 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
     if smoke:
         sf, annotated = smoke_findings(smoke, matrix, facts)
         findings.extend(sf)
-    from envlock.checks.unchecked import undecided_advisories
+    from envlock.knowledge.unchecked import undecided_advisories
 
     reported = {f.id for f in findings}
     skipped = []
-    for ids, why in undecided_advisories(snapshot, matrix, facts):
+    for ids, why in undecided_advisories(None if judged_from else snapshot, matrix, facts):
         left = [i for i in ids.split(", ") if i not in reported]  # a log may report them
         if left:
             skipped.append((", ".join(left), why))
     return DoctorResult(findings=tuple(sort_findings(findings)), smoke=tuple(annotated),
-                        ruled_out=ruled, not_checked=tuple(skipped))
+                        ruled_out=ruled, not_checked=tuple(skipped), judged_from=judged_from)

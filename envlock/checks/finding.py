@@ -52,6 +52,9 @@ class Finding:
             d["evidence"] = self.evidence
         if self.not_confirmed:
             d["not_confirmed"] = list(self.not_confirmed)
+        because = self.extra.get("because") if isinstance(self.extra, dict) else None
+        if because:
+            d["because"] = list(because)  # how the verdict was reached (issue 27)
         return d
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from envlock.checks.conditions import evaluate
-from envlock.checks.facts import UNKNOWN, Facts
+from envlock.knowledge.evaluate import evaluate
+from envlock.knowledge.facts import UNKNOWN, Facts
 
 __all__ = ["corroboration"]
 

@@ -33,7 +33,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
-from envlock.checks.facts import UNKNOWN, Facts
+from envlock.knowledge.facts import Facts
+from envlock.knowledge.logfacts import LayeredFacts, facts_from_logs
+from envlock.knowledge.values import UNKNOWN
 
 __all__ = ["MAX_LINE", "ReadLog", "read_log", "find", "LayeredFacts", "log_facts_view",
            "SIGNAL_PATTERNS"]
@@ -354,98 +356,10 @@ def _compile(pattern: str) -> "re.Pattern[str]":
     return rx
 
 
-# -- facts: the log's under the machine's -----------------------------------------------------
-
-
-class LayeredFacts(Facts):
-    """A machine's facts with the log's facts underneath: a value the machine (snapshot or
-    live probe) knows wins; the log fills only what the machine left unknown."""
-
-    def __init__(self, top: Optional[Facts], log_values: Mapping[str, Any],
-                 log_collections: Mapping[str, Any]) -> None:
-        super().__init__({}, {}, None, None, None)
-        self._top = top
-        self._log_values = dict(log_values)
-        self._log_collections = dict(log_collections)
-
-    def get(self, path: str) -> Any:
-        if self._top is not None:
-            v = self._top.get(path)
-            if v is not UNKNOWN and not (isinstance(v, list) and not v
-                                         and path in self._log_values):
-                return v
-        return self._log_values.get(path, UNKNOWN)
-
-    def elements(self, collection: str) -> Any:
-        if self._top is not None:
-            e = self._top.elements(collection)
-            if e is not UNKNOWN and (e or collection not in self._log_collections):
-                return e
-        return self._log_collections.get(collection, UNKNOWN)
-
-    def as_dict(self) -> Dict[str, Any]:
-        out = {k: v for k, v in self._log_values.items() if not k.startswith("_")}
-        if self._top is not None:
-            out.update(self._top.as_dict())
-        return out
-
-    def log_knows(self, path: str) -> bool:
-        """Whether the log itself states this fact (or this collection)."""
-        return path in self._log_values or path in self._log_collections
+# -- facts: the log's under the machine's (built by envlock.knowledge.logfacts) ------------
 
 
 def log_facts_view(logs: Sequence[ReadLog], matrix: Any = None,
                    top: Optional[Facts] = None) -> LayeredFacts:
     """The facts several logs state, merged (first log wins), under ``top``."""
-    values: Dict[str, Any] = {}
-    for lg in logs:
-        for k, v in lg.facts.items():
-            if k in ("gpu.name", "gpu.cc") and k in values:
-                values[k] = list(dict.fromkeys(list(values[k]) + list(v)))
-            else:
-                values.setdefault(k, v)
-    collections: Dict[str, Any] = {}
-    names = values.get("gpu.name") or []
-    caps = list(values.get("gpu.cc") or [])
-    gpus: List[Dict[str, Any]] = []
-    for i, name in enumerate(names):
-        model = matrix.find_gpu(name) if matrix is not None else None
-        cc = caps[i] if i < len(caps) else (model.compute_capability if model else UNKNOWN)
-        gpus.append({"name": name, "model": model.id if model else UNKNOWN,
-                     "arch": model.arch if model else UNKNOWN,
-                     "segment": model.segment if model else UNKNOWN,
-                     "form_factor": (model.form_factor or UNKNOWN) if model else UNKNOWN,
-                     "cc": cc, "memory_mib": UNKNOWN, "mig": UNKNOWN, "lost": UNKNOWN})
-    if not gpus and caps:
-        gpus = [{"name": UNKNOWN, "model": UNKNOWN, "arch": UNKNOWN, "segment": UNKNOWN,
-                 "form_factor": UNKNOWN, "cc": c, "memory_mib": UNKNOWN, "mig": UNKNOWN,
-                 "lost": UNKNOWN} for c in caps]
-    if gpus:
-        collections["gpu"] = gpus
-        for key in ("model", "arch", "segment"):
-            vals = [g[key] for g in gpus if g[key] is not UNKNOWN]
-            if vals:
-                values[f"gpu.{key}"] = list(dict.fromkeys(vals))
-        values["gpu.cc"] = [g["cc"] for g in gpus if g["cc"] is not UNKNOWN] or UNKNOWN
-        if values["gpu.cc"] is UNKNOWN:
-            del values["gpu.cc"]
-        arch_list = values.get("torch.arch_list")
-        if arch_list:
-            from envlock.kernels import coverage
-
-            uncovered = []
-            for g in gpus:
-                if g["cc"] is UNKNOWN:
-                    continue
-                try:
-                    if not coverage(arch_list, g["cc"]).ok:
-                        uncovered.append(g["name"] if g["name"] is not UNKNOWN else g["cc"])
-                except ValueError:
-                    continue
-            values["gpu.uncovered"] = uncovered
-    if "_links" in values:
-        collections["link"] = values.pop("_links")
-    libs = {}
-    if "library.nccl.version" in values:
-        libs["nccl"] = values["library.nccl.version"]
-    return LayeredFacts(top, values, collections)
+    return facts_from_logs([lg.facts for lg in logs], matrix, top)

@@ -2,7 +2,7 @@
 
 The API other code builds on is :func:`triage_logs` (and :func:`log_findings` for doctor).
 Each advisory the logs point at gets an *evidence level*, then a verdict from its
-condition judged on the machine (three-valued, :func:`envlock.checks.conditions.judge`):
+condition judged on the machine (three-valued, :func:`envlock.knowledge.evaluate.judge`):
 
 Evidence levels, strongest first (``envlock.checks.finding.EVIDENCE``):
 
@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from envlock.checks.advisories import advisory_finding
-from envlock.checks.conditions import Outcome, judge
-from envlock.checks.facts import Facts
+from envlock.knowledge.evaluate import Outcome, judge
+from envlock.knowledge.facts import Facts
 from envlock.checks.finding import EVIDENCE, Finding
 from envlock.checks.logrank import corroboration
 from envlock.checks.logread import SIGNAL_PATTERNS, ReadLog, find, log_facts_view, read_log
@@ -249,5 +249,6 @@ def match_finding(m: LogMatch, matrix: Matrix, facts: Optional[Facts]) -> Findin
     f = advisory_finding(adv, score=m.score, facts=facts, not_confirmed=m.not_confirmed)
     detail = f"Log: {'; '.join(m.evidence[:3])}. {f.detail}"
     return Finding(f.id, f.severity, f.category, f.title, detail, f.fix, f.sources,
-                   score=m.score, extra={"evidence": list(m.evidence)}, evidence=m.level,
+                   score=m.score, extra={**f.extra, "evidence": list(m.evidence)},
+                   evidence=m.level,
                    not_confirmed=m.not_confirmed)

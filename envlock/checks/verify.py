@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envlock.checks.advisories import advisory_findings
-from envlock.checks.facts import cuda_majors_of, facts_from_snapshot
+from envlock.knowledge.facts import cuda_majors_of, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
 from envlock.checks.fixes import FixContext, reinstall_lock, reinstall_packages, uninstall_packages
 from envlock.errors import InputError

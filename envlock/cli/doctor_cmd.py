@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
         what = f"{len(gpus)} GPU" + ("s" if len(gpus) != 1 else "") if gpus else "gloo on CPU"
         with Progress(out, f"smoke checks ({what}, up to {args.timeout:.0f}s each)"):
             smoke = run_smoke(gpus, timeout=args.timeout)
-    result = doctor(snap, matrix, logs=logs, smoke=smoke)
+    result = doctor(snap, matrix, logs=logs, smoke=smoke, live=not args.snapshot)
     if args.junit:
         from pathlib import Path
 
@@ -121,7 +121,10 @@ def run(args: argparse.Namespace, out: Any) -> int:
         from envlock.cli.render import doctor_lines, report_text
         from envlock.cli.style import style_for
 
-        where = args.snapshot or "this machine"
+        where = args.snapshot or ("the log's machine" if result.judged_from
+                                  else "this machine")
+        if result.judged_from:
+            out.print(result.judged_from)
         n = sum(len(ids.split(", ")) for ids, _ in result.not_checked)
         ok_text = ("no advisory explains the log" if args.log else "no known problem") + (
             f" ({n} advisor{'y' if n == 1 else 'ies'} not checked, below)" if n else "")

@@ -370,7 +370,7 @@ def _lock_findings(snapshot: Snapshot, lock: object, matrix: object,
 def _advisories(snapshot: Snapshot, matrix: object) -> List[Finding]:
     """The advisories that apply to one representative (what ``doctor`` reports)."""
     from envlock.checks.advisories import advisory_findings
-    from envlock.checks.facts import facts_from_snapshot
+    from envlock.knowledge.facts import facts_from_snapshot
     from envlock.matrix import get_matrix
 
     m = matrix if matrix is not None else get_matrix()

@@ -1,7 +1,7 @@
 """The advisory condition language: its facts, its tests, and its validation.
 
 Conditions are data (TOML tables) so that curators never write code; this module says
-which shapes are legal. Evaluation lives in :mod:`envlock.checks.conditions`, which
+which shapes are legal. Evaluation lives in :mod:`envlock.knowledge.evaluate`, which
 imports the catalogue from here so the two can never disagree.
 
 A condition is ``{all = [...]}``, ``{any = [...]}``, ``{not = c}``,

@@ -23,8 +23,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from envlock.checks.conditions import Outcome, judge
-from envlock.checks.facts import Facts, facts_from_plan
+from envlock.knowledge.evaluate import Outcome, judge
+from envlock.knowledge.facts import Facts, facts_from_plan
 from envlock.families import library_of_package
 from envlock.errors import NoCandidateError
 from envlock.lock.model import AppliedAdvisory
@@ -186,6 +186,8 @@ class _Candidate:
     libs: Optional[BuildLibraries] = None
     #: exclude/override advisories whose condition is unknown for this build
     unknown: Tuple[Verdict, ...] = ()
+    #: exclude/override advisories ruled out for this build by derived facts
+    derived_false: Tuple[Verdict, ...] = ()
     notes: Tuple[str, ...] = ()
 
     def rank(self) -> Tuple[object, ...]:
@@ -301,6 +303,9 @@ def choose_variant(matrix: Matrix, target: TargetSpec, spec: SpecifierSet,
                                            vd.outcome.unknown))
             steps.append(f"{adv.id} may apply to the chosen build ({facts} unknown) and no "
                          f"build known to be clear of it qualifies: recorded as may-apply")
+    for vd in best.derived_false:
+        steps.append(f"{vd.advisory.id} does not apply to {best.label()}: "
+                     f"{'; '.join(vd.outcome.because)}")
     best_key = (V(best.variant.release), V(best.variant.cuda or "0"))
     for aid, variants in sorted(excluded.items()):
         shown = [v for v in variants if (V(v.release), V(v.cuda or "0")) >= best_key]
@@ -364,6 +369,7 @@ def _judge_candidate(matrix: Matrix, target: TargetSpec, c: _Candidate, complete
     overrides: List[Requirement] = []
     applied: List[AppliedAdvisory] = []
     unknown: List[Verdict] = []
+    derived_false: List[Verdict] = []
     for vd in judge_build(matrix, facts):
         adv, action, value = vd.advisory, vd.action, vd.outcome.value
         if value is None:
@@ -371,6 +377,9 @@ def _judge_candidate(matrix: Matrix, target: TargetSpec, c: _Candidate, complete
                 unknown.append(vd)
             continue
         if value is False:
+            if action in ("exclude", "override") and any(
+                    "(derived from" in b for b in vd.outcome.because):
+                derived_false.append(vd)
             continue
         if action == "exclude":
             excluded.setdefault(adv.id, []).append(c.variant)
@@ -396,6 +405,7 @@ def _judge_candidate(matrix: Matrix, target: TargetSpec, c: _Candidate, complete
     c.overrides = tuple(overrides)
     c.applied = tuple(applied)
     c.unknown = tuple(unknown)
+    c.derived_false = tuple(derived_false)
     return True
 
 

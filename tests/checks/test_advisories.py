@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envlock import _toml
-from envlock.checks.conditions import evaluate
+from envlock.knowledge.evaluate import evaluate
 from envlock.checks.doctor import doctor
-from envlock.checks.facts import UNKNOWN, Facts, facts_from_snapshot
+from envlock.knowledge.facts import UNKNOWN, Facts, facts_from_snapshot
 from envlock.checks.logs import rank_logs, triage_logs
 from envlock.errors import InputError
 from envlock.matrix import get_matrix

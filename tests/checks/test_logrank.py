@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from envlock.checks.facts import Facts
+from envlock.knowledge.facts import Facts
 from envlock.checks.logs import triage_logs
 from envlock.matrix import get_matrix
 

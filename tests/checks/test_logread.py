@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envlock.checks.facts import UNKNOWN, Facts
+from envlock.knowledge.facts import UNKNOWN, Facts
 from envlock.checks.logread import MAX_LINE, LayeredFacts, find, log_facts_view, read_log
 from envlock.matrix import get_matrix
 

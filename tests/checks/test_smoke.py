@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from envlock.checks.doctor import smoke_findings
-from envlock.checks.facts import facts_from_snapshot
+from envlock.knowledge.facts import facts_from_snapshot
 from envlock.checks.smoke import SmokeResult, _run_group, classify, run_allreduce, run_smoke
 from envlock.matrix import get_matrix
 from envlock.snapshot import load_snapshot

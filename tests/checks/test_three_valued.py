@@ -16,9 +16,9 @@ from typing import Any, Dict, Optional
 import pytest
 
 from envlock import _toml
-from envlock.checks.conditions import Outcome, evaluate, judge
+from envlock.knowledge.evaluate import Outcome, evaluate, judge
 from envlock.checks.doctor import doctor
-from envlock.checks.facts import UNKNOWN, Facts, facts_from_snapshot
+from envlock.knowledge.facts import UNKNOWN, Facts, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
 from envlock.checks.logs import triage_logs
 from envlock.matrix import get_matrix
@@ -133,12 +133,21 @@ def test_empty_package_list_is_unknown_not_no_cuda_wheels() -> None:
     assert listed.get("package.nvidia-cublas-cu12") is None  # known absent
 
 
-def test_unknown_gpu_name_and_missing_library_probe_stay_unknown() -> None:
+def test_unknown_gpu_name_stays_unknown_and_missing_library_probe_is_derived() -> None:
     f = facts_from_snapshot(_snap(**_gpus("NVIDIA Mystery GPU", "9.0", 1), libraries=[]), M)
     assert f.get("gpu.model") == [UNKNOWN]
-    assert f.get("library.cublas.version") is UNKNOWN
-    assert f.elements("library") is UNKNOWN
-    assert evaluate(M.advisories["h20-cublas121-sigfpe"].condition, f) is None
+    # issue 27: no probe, but the installed wheel says which cuBLAS the process loads
+    assert f.get("library.cublas.version") == "12.6.4.1"
+    assert f.origin("library.cublas.version") == (
+        "from the installed wheel nvidia-cublas-cu12==12.6.4.1")
+    assert f.elements("library") is UNKNOWN  # which copies are loaded is still unknown
+    # nothing to derive from (no packages, no torch): unknown
+    bare = facts_from_snapshot(_snap(**_gpus("NVIDIA H20", "9.0", memory=97871),
+                                     libraries=[], packages={}, torch=None), M)
+    assert bare.get("library.cublas.version") is UNKNOWN
+    # the GPU's model is unknown, but the derived cuBLAS 12.6 rules the H20 advisory out
+    assert evaluate(M.advisories["h20-cublas121-sigfpe"].condition, f) is False
+    assert evaluate(M.advisories["h20-cublas121-sigfpe"].condition, bare) is None
 
 
 SIGFPE_LOG = "Caught signal 8 (Floating point exception)\nexitcode: -8\n"
@@ -183,8 +192,9 @@ def test_no_known_false_advisory_is_ever_reported_for_any_log_symptom() -> None:
 
 
 def test_unknown_condition_with_a_pattern_is_reported_not_confirmed() -> None:
-    # no library probe and no package list: the H20 condition is unknown on this H20 box
-    snap = _snap(**_gpus("NVIDIA H20", "9.0", memory=97871), libraries=[], packages={})
+    # no library probe, no package list, no torch: the H20 condition is unknown on this box
+    snap = _snap(**_gpus("NVIDIA H20", "9.0", memory=97871), libraries=[], packages={},
+                 torch=None)
     log = "1 0x0000000000a0bc59 cublasLt_for_cublas_ZZZ()  ???:0\nSIGFPE\n"
     triage = triage_logs([("log", log)], M, facts_from_snapshot(snap, M))
     m = next(m for m in triage.matches if m.advisory == "h20-cublas121-sigfpe")
@@ -198,7 +208,8 @@ def test_unknown_condition_with_a_pattern_is_reported_not_confirmed() -> None:
 
 def test_bare_signal_needs_a_corroborating_fact() -> None:
     # unknown condition + only a signal: not reported
-    snap = _snap(**_gpus("NVIDIA H20", "9.0", memory=97871), libraries=[], packages={})
+    snap = _snap(**_gpus("NVIDIA H20", "9.0", memory=97871), libraries=[], packages={},
+                 torch=None)
     triage = triage_logs([("log", SIGFPE_LOG)], M, facts_from_snapshot(snap, M))
     assert "h20-cublas121-sigfpe" not in [m.advisory for m in triage.matches]
     assert "h20-cublas121-sigfpe" in [m.advisory for m in triage.uncorroborated]

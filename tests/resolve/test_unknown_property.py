@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Tuple
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from envlock.checks.conditions import judge
-from envlock.checks.facts import facts_from_plan
+from envlock.knowledge.evaluate import judge
+from envlock.knowledge.facts import facts_from_plan
 from envlock.errors import NoCandidateError
 from envlock.matrix import get_matrix
 from envlock.matrix.conditions import fact_paths
@@ -102,4 +102,7 @@ def test_every_model_x_release_x_cuda_line_avoids_or_fixes_true_advisories() -> 
                         assert adv.id in named, (where, adv.id, vd.outcome.unknown)
                         assert named[adv.id].unknown, (where, adv.id)
                         unknown_named += 1
-    assert h20_seen and checked > 100 and overrides_carried > 0 and unknown_named > 0
+    # issue 27: the derived library bounds decide what used to stay unknown (cuBLAS of a
+    # PyTorch-index build whose pins the matrix lacks); an unknown that remains is named
+    assert h20_seen and checked > 100 and overrides_carried > 0
+    assert unknown_named >= 0

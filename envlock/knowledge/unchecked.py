@@ -8,19 +8,23 @@ driver-not-loaded)", "GPU 'X' is not in the matrix", "unknown: links".
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-from envlock.checks.conditions import judge
-from envlock.checks.facts import Facts
+from envlock.knowledge.evaluate import judge
+from envlock.knowledge.facts import Facts
 from envlock.matrix.matrix import Matrix
-from envlock.snapshot import Snapshot
+
+if TYPE_CHECKING:  # annotations only
+    from envlock.snapshot import Snapshot
 
 __all__ = ["undecided_advisories"]
 
 _DRIVERISH = ("driver.", "gpu", "link", "torch.driver_too_old")
 
 
-def _no_driver(snapshot: Snapshot) -> str:
+def _no_driver(snapshot: Optional[Snapshot]) -> str:
+    if snapshot is None:  # judged from a log's facts: no machine to speak of
+        return ""
     d = snapshot.driver
     if d is not None and d.version:
         return ""
@@ -28,12 +32,13 @@ def _no_driver(snapshot: Snapshot) -> str:
     return f"no NVIDIA driver ({err}): GPU, driver and link checks skipped"
 
 
-def undecided_advisories(snapshot: Snapshot, matrix: Matrix, facts: Facts,
+def undecided_advisories(snapshot: Optional[Snapshot], matrix: Matrix, facts: Facts,
                          only: Sequence[str] = ()) -> Tuple[Tuple[str, str], ...]:
     """``(advisory ids, why)`` for every advisory whose condition is unknown here, one
-    entry per reason; ``only`` limits it to those ids (verify: the ones it judges)."""
+    entry per reason; ``only`` limits it to those ids (verify: the ones it judges).
+    ``snapshot`` None: the facts are a log's (its machine is not this one)."""
     no_driver = _no_driver(snapshot)
-    unknown_gpus = sorted({g.name for g in snapshot.gpus
+    unknown_gpus = sorted({g.name for g in (snapshot.gpus if snapshot is not None else ())
                            if g.name and matrix.find_gpu(g.name, g.memory_mib) is None})
     groups: Dict[str, List[str]] = {}
     for adv in matrix.advisories.values():
