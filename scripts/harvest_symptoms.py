@@ -336,7 +336,7 @@ def _lit(text: str) -> str:
     return re.escape(text).replace("\\ ", " ")
 
 
-def patterns_for(name: str, message: str, table: str) -> List[str]:
+def patterns_for(name: str, message: str, table: str, code: int = 0) -> List[str]:
     """The regexes a row matches: its name, and its message where the message is specific."""
     pats = [r"\b" + name + r"\b"]
     msg = re.sub(r"\s*\(run with NCCL_DEBUG=\w+ for details\)$", "", message).strip()
@@ -345,6 +345,7 @@ def patterns_for(name: str, message: str, table: str) -> List[str]:
     if table == "cuda-runtime":
         # torch: "CUDA error: <msg>"; others: "CUDA failure 2: <msg>", "cudaMalloc failed: <msg>"
         pats.append(r"CUDA (?:error|failure|runtime error)[^:\n]{0,40}: " + _lit(msg))
+        pats.append(r"\bError " + str(code) + ": " + _lit(msg))  # torch's cudaGetDeviceCount
         if len(msg) >= 28:
             pats.append(_lit(msg))
     elif table == "nccl":
@@ -415,7 +416,8 @@ CAUSES: Dict[str, Tuple[str, ...]] = {
     "cudaErrorUnsupportedPtxVersion": ("ptx-jit-driver-older-than-toolkit",),
     "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": ("ptx-jit-driver-older-than-toolkit",),
     "ncclSystemError": ("nccl-unhandled-system-error", "dev-shm-too-small-container",
-                        "nccl-multinode-network-interface", "nccl-topo-file-foreign"),
+                        "nccl-multinode-network-interface", "nccl-topo-file-foreign",
+                        "nccl-socket-connect-failure"),
     "ncclRemoteError": ("nccl-socket-connect-failure", "nccl-multinode-network-interface"),
     "ncclInvalidUsage": ("nccl-duplicate-gpu", "rank-device-mapping"),
     "ncclUnhandledCudaError": ("p2p-not-supported-custom-allreduce", "nccl-2251-rtx50-shared-memory"),
@@ -451,7 +453,7 @@ def build(wheels: Path, work: Path) -> Dict[str, str]:
         by_concept[concept(name)] = msg
         m, n = meaning_of(name)
         rows.append({"id": f"cudart.{name}", "name": name, "code": code, "message": msg,
-                     "patterns": patterns_for(name, msg, "cuda-runtime"), "meaning": m,
+                     "patterns": patterns_for(name, msg, "cuda-runtime", code), "meaning": m,
                      "next": n, "causes": CAUSES.get(name, ())})
     url = f"https://pypi.org/project/nvidia-cuda-runtime-cu12/{rtver}/"
     files["symptoms-cuda-runtime.toml"] = render(

@@ -4,7 +4,7 @@ logs and (optionally) live smoke checks."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from envlock.checks.advisories import advisory_findings
 from envlock.checks.facts import Facts, facts_from_snapshot
@@ -13,6 +13,9 @@ from envlock.checks.logs import RuledOut, match_finding, rank_logs, triage_logs
 from envlock.checks.smoke import SmokeResult
 from envlock.matrix.matrix import Matrix
 from envlock.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from envlock.checks.differential import Differential
 
 __all__ = ["DoctorResult", "doctor", "smoke_findings"]
 
@@ -25,6 +28,8 @@ class DoctorResult:
     ruled_out: Tuple[RuledOut, ...] = ()
     #: (advisory ids, why) not checked: their condition is unknown on this machine
     not_checked: Tuple[Tuple[str, str], ...] = ()
+    #: the logs' differential: each recognised symptom, then its causes ranked (issue 28)
+    diagnosis: Optional["Differential"] = None
 
     @property
     def ok(self) -> bool:
@@ -32,6 +37,8 @@ class DoctorResult:
 
     def to_dict(self) -> Dict[str, object]:
         d: Dict[str, object] = {"ok": self.ok, "findings": [f.to_dict() for f in self.findings]}
+        if self.diagnosis is not None:
+            d["diagnosis"] = self.diagnosis.to_dict()
         if self.ruled_out:
             d["ruled_out"] = [{"id": r.advisory, "because": list(r.because)}
                               for r in self.ruled_out]
@@ -95,9 +102,13 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
     facts = facts_from_snapshot(snapshot, matrix)
     findings = advisory_findings(matrix, facts)
     ruled: Tuple[RuledOut, ...] = ()
+    diagnosis = None
     if logs:
+        from envlock.checks.differential import differential
+
         triage = triage_logs(logs, matrix, facts)
         ruled = triage.ruled_out
+        diagnosis = differential(logs, matrix, facts, triage)
         by_id = {f.id: f for f in findings}
         for m in triage.matches:
             lf = match_finding(m, matrix, facts)
@@ -121,4 +132,4 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
         if left:
             skipped.append((", ".join(left), why))
     return DoctorResult(findings=tuple(sort_findings(findings)), smoke=tuple(annotated),
-                        ruled_out=ruled, not_checked=tuple(skipped))
+                        ruled_out=ruled, not_checked=tuple(skipped), diagnosis=diagnosis)

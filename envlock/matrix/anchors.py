@@ -31,7 +31,7 @@ try:  # Python 3.11+
 except ImportError:  # pragma: no cover - Python < 3.11
     import sre_parse as _sre  # type: ignore[no-redef,unused-ignore]
 
-__all__ = ["anchors", "Anchor", "MIN_ANCHOR"]
+__all__ = ["anchors", "required_words", "Anchor", "MIN_ANCHOR"]
 
 #: (word, is_prefix)
 Anchor = Tuple[str, bool]
@@ -111,10 +111,20 @@ def _words(items: Sequence[Tuple[Any, Any]], before: str = "sep",
     return out
 
 
+#: words that appear on many lines of any log: a pattern is anchored elsewhere when it can be
+COMMON = frozenset("""
+error errors failed failure fail operation operations process processes cuda nccl version
+device devices invalid found not the and for with from this that was were have been call
+calls called system library libraries runtime driver memory file files available warning
+info debug rank ranks module line time timeout exception value values type function
+""".split())
+
+
 def _best(cands: Sequence[Anchor]) -> Optional[Anchor]:
+    """Whole words before prefixes, rare words before common ones, then the longest."""
     if not cands:
         return None
-    return max(cands, key=lambda a: (not a[1], len(a[0])))
+    return max(cands, key=lambda a: (not a[1], a[0] not in COMMON, len(a[0])))
 
 
 def _anchor_set(seq: Sequence[Tuple[Any, Any]], before: str = "sep",
@@ -160,3 +170,18 @@ def anchors(pattern: str) -> Tuple[Anchor, ...]:
     except (re.error, RecursionError, OverflowError):
         return ()
     return _anchor_set(list(parsed))
+
+
+def required_words(pattern: str) -> Tuple[str, ...]:
+    """Every whole word (3+ characters, lower-case) that any match of ``pattern`` contains:
+    the literal words of its top level. The matcher tries the regex on a line only when the
+    line holds all of them (a set test in C), which rejects most lines before any regex.
+
+    >>> required_words(r"CUDA (?:error|failure)[^:\\n]{0,40}: out of memory")
+    ('cuda', 'out', 'memory')
+    """
+    try:
+        parsed = _sre.parse(pattern, re.IGNORECASE)
+    except (re.error, RecursionError, OverflowError):
+        return ()
+    return tuple(dict.fromkeys(w for w, prefix in _words(list(parsed)) if not prefix))
