@@ -12,6 +12,8 @@ before reading:
 * **binary**: a core file or archive pasted as a log is mostly unique garbage "lines". A line
   that is more than :data:`BINARY_SHARE` non-printable (or replaced) characters and holds no
   two-word phrase is dropped.
+* **progress lines**: a line with no error-like word that differs from an earlier one only
+  in its numbers (a step counter, a loss) is read once;
 * **size**: only the last :data:`MAX_TRIAGE_BYTES` of distinct lines are read (the end of a
   log holds the crash); :func:`prepare` says so in one line when it cuts.
 
@@ -33,6 +35,10 @@ BINARY_SHARE = 0.3
 _MAX_LINE = 4096
 #: control characters and the decoder's replacement character: what binary decodes to
 _JUNK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]")
+_DIGITS = re.compile(r"\d+")
+#: words of a line whose numbers matter (an Xid code, an exit code, a CUDA error number)
+_SIGNIFICANT = re.compile(r"error|fail|fault|xid|exit|signal|warn|kill|abort|nccl|cuda|"
+                          r"assert|timeout|denied|refused", re.IGNORECASE)
 _PHRASE = re.compile(r"[A-Za-z]{2,}[ :=,(]+[A-Za-z]{2,}[ :=,(.]+[A-Za-z]{2,}")
 
 
@@ -59,6 +65,12 @@ def prepare(text: str, origin: str = "log") -> Tuple[str, Optional[str]]:
             keep.append(ln)  # a repeat costs nothing later (read_log folds repeats)
             continue
         seen.add(ln)
+        if not _SIGNIFICANT.search(ln):
+            # a progress line ("step 812 loss 0.31"): one of each shape is enough
+            shape = "\0" + _DIGITS.sub("#", ln)
+            if shape in seen:
+                continue
+            seen.add(shape)
         if _binary(ln):
             dropped += 1
             continue

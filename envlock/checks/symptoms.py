@@ -90,6 +90,10 @@ class _Index:
                     table = self.prefixes if prefix else self.words
                     table.setdefault(word.encode(), []).append((s, rx, need))
         self.word_keys = frozenset(self.words)
+        self.routine: Dict[str, "re.Pattern[bytes]"] = {
+            s.id: re.compile(b"|".join(b"(?:" + p.encode("utf-8") + b")" for p in s.routine),
+                             re.IGNORECASE)
+            for s in symptoms if s.routine}
 
 
 _INDEX: Dict[int, _Index] = {}
@@ -167,6 +171,9 @@ def scan(data: Union[bytes, str], matrix: object, origin: str = "log") -> Scan:
             m = rx.search(joined)
             if m is None or m.start() > ln_end:
                 continue
+            rr = idx.routine.get(sym.id)
+            if rr is not None and rr.search(ln):
+                continue  # a routine line (NCCL's plugin search) that only looks like it
             text = orig[i] if m.end() <= ln_end else wrapped
             hit = found.get(sym.id)
             span = m.end() - m.start()

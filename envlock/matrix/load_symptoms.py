@@ -51,6 +51,11 @@ def symptoms(raw: Mapping[str, Dict[str, Any]], ctx: Ctx,
                 elif not anchors(pat):
                     row.problem(f"patterns[{j}]", "no literal word of 3+ characters the "
                                 "matcher can index (write one outside any optional part)")
+            routine = row.str_list("routine") or ()
+            for j, pat in enumerate(routine):
+                why = pattern_problem(pat)
+                if why:
+                    row.problem(f"routine[{j}]", why)
             causes = row.str_list("causes") or ()
             for j, c in enumerate(causes):
                 if c not in advisories:
@@ -61,7 +66,7 @@ def symptoms(raw: Mapping[str, Dict[str, Any]], ctx: Ctx,
                 kind=row.choice("kind", KINDS, default="error", required=False) or "error",
                 patterns=pats, meaning=row.text("meaning"), next=row.text("next"),
                 causes=causes, provenance=ctx.provenance(row), code=code,
-                message=row.opt_text("message"),
+                message=row.opt_text("message"), routine=routine,
             )
             row.finish()
             if sid in out:

@@ -288,3 +288,5 @@ class Symptom:
     provenance: Provenance
     code: Optional[int] = None
     message: Optional[str] = None
+    #: lines that match a pattern but are routine (NCCL's plugin search): they do not count
+    routine: Tuple[str, ...] = ()

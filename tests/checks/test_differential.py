@@ -115,7 +115,7 @@ def test_the_matcher_reads_any_bytes_and_says_when_a_log_is_cut() -> None:
     s = scan(big, M)
     assert s.cut is not None and "read the last 32 MiB" in s.cut
     assert "signal.SIGSEGV" in [h.symptom for h in s.hits]
-    text, note = prepare("\n".join(f"line {i} " + "w" * 90 for i in range(12000)))
+    text, note = prepare("\n".join(f"warning {i} " + "w" * 90 for i in range(12000)))
     assert note is not None and f"{MAX_TRIAGE_BYTES // 1024} KiB" in note
     assert len(text) <= MAX_TRIAGE_BYTES + 200
 
@@ -134,3 +134,11 @@ def test_healthy_corpus_logs_recognise_no_symptom() -> None:
         if e["expect"] == "none":
             hits = scan((DATA / "logs" / e["file"]).read_bytes(), M).hits
             assert not hits, (e["file"], [h.symptom for h in hits])
+
+
+def test_progress_lines_are_read_once_but_numbered_errors_are_kept() -> None:
+    lines = [f"step {i} loss 0.{i}" for i in range(5000)]
+    lines += ["NVRM: Xid (PCI:0000:01:00): 79, pid=1", "NVRM: Xid (PCI:0000:01:00): 13, pid=2"]
+    text, _ = prepare("\n".join(lines))
+    assert text.count("step ") == 1
+    assert "): 79," in text and "): 13," in text
