@@ -146,7 +146,7 @@ def differential(logs: Sequence[Tuple[str, Union[str, bytes]]], matrix: Any,
         if adv is None:
             return None
         ev = ""
-        m = matched.get(aid) or bare.get(aid)
+        m = matched.get(aid)  # a bare signal (uncorroborated) is not the advisory's own line
         if m is not None:
             ev = next((e.split(": ", 1)[-1] for e in m.evidence
                        if not e.startswith(("this machine", "the log shows"))), "")
@@ -163,7 +163,9 @@ def differential(logs: Sequence[Tuple[str, Union[str, bytes]]], matrix: Any,
                 return Cause(aid, adv.title, "possible", ("the log shows its error",),
                              evidence=own or ev)
             return Cause(aid, adv.title, "possible", (),
-                         decide="its error line is not in this log: the next step shows it")
+                         decide=("its error line is not in this log: the next step shows it"
+                                 if adv.symptoms else
+                                 "decided by what the job was doing, not by the machine"))
         out = judge(adv.condition, view) if view is not None else None
         if out is not None and out.value is True:
             return Cause(aid, adv.title, "confirmed", out.because, evidence=ev)
@@ -172,9 +174,14 @@ def differential(logs: Sequence[Tuple[str, Union[str, bytes]]], matrix: Any,
         unknown = out.unknown if out is not None else ()
         return Cause(aid, adv.title, "possible", unknown, _decide(unknown, have_machine), ev)
 
+    listed: Dict[str, int] = {}
+
     def rank(c: Cause) -> Tuple[object, ...]:
+        """Verdict, then doctor's own ranking, then the log pointing at it, then the order
+        the symptom table lists its causes in (most common first)."""
         pos = ranked.index(c.advisory) if c.advisory in ranked else len(ranked)
-        return (VERDICTS.index(c.verdict), pos, not c.evidence, c.advisory)
+        return (VERDICTS.index(c.verdict), pos, not c.evidence,
+                listed.get(c.advisory, len(listed)), c.advisory)
 
     diagnoses: List[Diagnosis] = []
     placed: set = set()
@@ -191,6 +198,8 @@ def differential(logs: Sequence[Tuple[str, Union[str, bytes]]], matrix: Any,
             if adv is not None and aid not in ids and _matches_line(adv, h.line):
                 ids.append(aid)
         causes = [c for c in (cause(a, h.line) for a in dict.fromkeys(ids)) if c is not None]
+        listed.clear()
+        listed.update({a: i for i, a in enumerate(sym.causes)})
         causes.sort(key=rank)
         placed.update(c.advisory for c in causes)
         diagnoses.append(Diagnosis(sym.id, sym.name, sym.table, sym.kind, sym.meaning,
@@ -202,6 +211,7 @@ def differential(logs: Sequence[Tuple[str, Union[str, bytes]]], matrix: Any,
                 if i:
                     diagnoses.insert(0, diagnoses.pop(i))
                 break
+    listed.clear()
     also = tuple(sorted((c for c in (cause(a, "") for a in ranked if a not in placed)
                          if c is not None), key=rank))
     return Differential(tuple(diagnoses), also, tuple(cuts) + triage.cut)
