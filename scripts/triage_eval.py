@@ -17,7 +17,13 @@ Figures:
 * misleading: crash logs where a *wrong* advisory is ranked first (reporting nothing is a
   miss, not a misleading answer);
 * healthy false positives: healthy-run logs that produce any finding at all;
-* the same on the crash logs whose thread no advisory cites (so no pattern was copied from it).
+* the same on the crash logs whose thread no advisory cites (so no pattern was copied from it);
+* per half (``half = "A"``: in view while patterns were written; ``"B"``: held out), the same
+  figures, and **symptom coverage**: crash logs in which the symptom matcher
+  (:mod:`envlock.checks.symptoms`) recognises at least one symptom, healthy logs in which it
+  recognises none. ``expect = "unknown"`` logs (no established cause) count for coverage only;
+* ``--speed``: CPU seconds per MB of ``doctor --log``'s two passes (symptom scan and advisory
+  triage) on generated 8 MB ASCII, 8 MB non-ASCII and 30 MB binary logs.
 
 Writes nothing. ``tests/checks/test_triage_corpus.py`` fails when the figures drop below
 ``tests/data/logs/thresholds.toml``; ``scripts/bench.py`` prints them too.
@@ -47,9 +53,17 @@ class Outcome:
     expect: str
     ranked: Tuple[str, ...]
 
+    symptoms: Tuple[str, ...] = ()
+    half: str = "A"
+
     @property
     def healthy(self) -> bool:
         return self.expect == "none"
+
+    @property
+    def judged(self) -> bool:
+        """A crash log with an established cause (top-1 is measured on it)."""
+        return not self.healthy and self.expect != "unknown"
 
     @property
     def first(self) -> Optional[str]:
@@ -92,13 +106,29 @@ def _rank(text: str, origin: str) -> Tuple[str, ...]:
     return tuple(f.id for f in findings)
 
 
-def measure(root: Path = CORPUS) -> Figures:
+def _symptoms(data: bytes) -> Tuple[str, ...]:
+    from envlock.checks.symptoms import scan
+    from envlock.matrix import get_matrix
+
+    return tuple(h.symptom for h in scan(data, get_matrix()).hits)
+
+
+def measure(root: Path = CORPUS, half: Optional[str] = None) -> Figures:
+    """The figures on the whole corpus, or on one half (``"A"`` / ``"B"``)."""
     outcomes: List[Outcome] = []
     for entry in load_corpus(root):
+        if half is not None and entry.get("half", "A") != half:
+            continue
         path = root / entry["file"]
-        text = path.read_text(encoding="utf-8", errors="replace")
-        outcomes.append(Outcome(entry["file"], entry["expect"], _rank(text, entry["file"])))
-    crash = [o for o in outcomes if not o.healthy]
+        data = path.read_bytes()
+        text = data.decode("utf-8", errors="replace")
+        outcomes.append(Outcome(entry["file"], entry["expect"], _rank(text, entry["file"]),
+                                _symptoms(data), entry.get("half", "A")))
+    return _figures(outcomes)
+
+
+def _figures(outcomes: Sequence[Outcome]) -> Figures:
+    crash = [o for o in outcomes if o.judged]
     healthy = [o for o in outcomes if o.healthy]
     return Figures(
         crash=len(crash), healthy=len(healthy),
@@ -109,6 +139,58 @@ def measure(root: Path = CORPUS) -> Figures:
         outcomes=tuple(outcomes))
 
 
+def coverage(f: Figures) -> Dict[str, int]:
+    """Symptom coverage: crash logs (unknown cause included) with a recognised symptom,
+    healthy logs with none."""
+    crash = [o for o in f.outcomes if not o.healthy]
+    healthy = [o for o in f.outcomes if o.healthy]
+    return {"crash_logs": len(crash), "with_symptom": sum(1 for o in crash if o.symptoms),
+            "healthy_logs": len(healthy),
+            "healthy_silent": sum(1 for o in healthy if not o.symptoms)}
+
+
+def speed() -> Dict[str, float]:
+    """CPU seconds per MB for the symptom scan and the advisory triage on generated hostile
+    logs (deterministic content; the figures depend on the machine)."""
+    import random
+    import time
+
+    from envlock.checks.logs import triage_logs
+    from envlock.checks.symptoms import scan
+    from envlock.matrix import get_matrix
+
+    m = get_matrix()
+    rnd = random.Random(28)
+    crash = (CORPUS / "timeout-tokenize-llamafactory-2424.log").read_bytes().split(b"\n")
+    ascii_lines, n, i = [], 0, 0
+    while n < 8 * 2**20:
+        ln = crash[i % len(crash)] + b" step %d loss %.4f" % (i, rnd.random())
+        ascii_lines.append(ln)
+        n += len(ln) + 1
+        i += 1
+    uni_lines, n, i = [], 0, 0
+    while n < 8 * 2**20:
+        ln = ("\u8bad\u7ec3 %d: \u2588\u2588\u258c | \u635f\u5931 %.4f \u2713 \u00fcn\u00efc\u00f6d\u00e9"
+              % (i, rnd.random())).encode()
+        if i % 50 == 0:
+            ln = crash[i % len(crash)]
+        uni_lines.append(ln)
+        n += len(ln) + 1
+        i += 1
+    logs = {"ascii": b"\n".join(ascii_lines), "non-ascii": b"\n".join(uni_lines),
+            "binary": rnd.randbytes(30 * 2**20)}
+    scan(b"warm-up", m)
+    out: Dict[str, float] = {}
+    for name, data in logs.items():
+        mb = len(data) / 2**20
+        t = time.process_time()
+        scan(data, m, name)
+        triage_logs([(name, data.decode("utf-8", "replace"))], m, None)
+        out[name] = round((time.process_time() - t) / mb, 3)
+        out[name + "_mb"] = round(mb, 1)
+    return out
+
+
 def independent(f: Figures, root: Path = CORPUS) -> Figures:
     """The same figures on the crash logs whose thread no advisory cites as a source (their
     wording cannot have been copied into a pattern), healthy logs unchanged."""
@@ -117,7 +199,7 @@ def independent(f: Figures, root: Path = CORPUS) -> Figures:
     cited = {s for a in get_matrix().advisories.values() for s in a.sources}
     source = {e["file"]: e["source"] for e in load_corpus(root)}
     keep = tuple(o for o in f.outcomes if o.healthy or source.get(o.file) not in cited)
-    crash = [o for o in keep if not o.healthy]
+    crash = [o for o in keep if o.judged]
     return Figures(crash=len(crash), healthy=f.healthy,
                    top1=sum(1 for o in crash if o.first == o.expect),
                    top3=sum(1 for o in crash if o.expect in o.ranked[:3]),
@@ -140,11 +222,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per log")
+    ap.add_argument("--speed", action="store_true",
+                    help="also time hostile logs (8 MB ASCII, 8 MB non-ASCII, 30 MB binary)")
     args = ap.parse_args(argv)
     figures = measure()
+    halves = {h: _figures([o for o in figures.outcomes if o.half == h]) for h in ("A", "B")}
     if args.json:
         d = figures.to_dict()
         d["uncited_threads"] = independent(figures).to_dict()
+        d["symptom_coverage"] = coverage(figures)
+        d["halves"] = {h: {**f.to_dict(), "symptom_coverage": coverage(f)}
+                       for h, f in halves.items()}
+        if args.speed:
+            d["cpu_seconds_per_mb"] = speed()
         if args.verbose:
             d["logs"] = [{"file": o.file, "expect": o.expect, "ranked": list(o.ranked[:3])}
                          for o in figures.outcomes]
@@ -155,7 +245,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             mark = ("ok" if (o.first is None if o.healthy else o.first == o.expect)
                     else "top3" if o.expect in o.ranked[:3] else "MISS" if not o.ranked
                     else "WRONG")
-            print(f"{mark:<5} {o.file:<44} expect {o.expect:<40} got {', '.join(o.ranked[:3])}")
+            if not o.judged and not o.healthy:
+                mark = "sym" if o.symptoms else "NOSYM"
+            print(f"{mark:<5} {o.half} {o.file:<40} expect {o.expect:<36} got "
+                  f"{', '.join(o.ranked[:2])} | {', '.join(o.symptoms[:2])}")
         print()
     for line in _summary(figures):
         print(line)
@@ -163,6 +256,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"logs from threads no advisory cites: top-1 {ind.top1}/{ind.crash} "
           f"({ind.rate(ind.top1):.1%}), top-3 {ind.top3}/{ind.crash} "
           f"({ind.rate(ind.top3):.1%}), misleading {ind.misleading}")
+    cov = coverage(figures)
+    print(f"symptom coverage: {cov['with_symptom']}/{cov['crash_logs']} crash logs name a "
+          f"symptom; {cov['healthy_silent']}/{cov['healthy_logs']} healthy logs name none")
+    for h, f in halves.items():
+        c = coverage(f)
+        what = "in view while patterns were written" if h == "A" else "held out"
+        print(f"half {h} ({what}): top-1 {f.top1}/{f.crash} ({f.rate(f.top1):.1%}), "
+              f"misleading {f.misleading}, healthy FP {f.healthy_fp}/{f.healthy}, symptoms "
+              f"{c['with_symptom']}/{c['crash_logs']}, healthy silent "
+              f"{c['healthy_silent']}/{c['healthy_logs']}")
+    if args.speed:
+        sp = speed()
+        print("cpu s/MB (symptom scan + advisory triage): " + ", ".join(
+            f"{k} {sp[k]} ({sp[k + '_mb']} MB)" for k in ("ascii", "non-ascii", "binary")))
     return 0
 
 

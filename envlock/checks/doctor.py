@@ -4,7 +4,7 @@ logs and (optionally) live smoke checks."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from envlock.checks.advisories import advisory_findings, contradiction_findings
 from envlock.knowledge.facts import Facts, facts_from_snapshot
@@ -13,6 +13,9 @@ from envlock.checks.logs import RuledOut, match_finding, rank_logs, triage_logs
 from envlock.checks.smoke import SmokeResult
 from envlock.matrix.matrix import Matrix
 from envlock.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from envlock.checks.differential import Differential
 
 __all__ = ["DoctorResult", "doctor", "smoke_findings"]
 
@@ -28,6 +31,8 @@ class DoctorResult:
     #: set when the logs are evidently from another machine and were judged on their own
     #: facts: the one line that says so
     judged_from: Optional[str] = None
+    #: the logs' differential: each recognised symptom, then its causes ranked (issue 28)
+    diagnosis: Optional["Differential"] = None
 
     @property
     def ok(self) -> bool:
@@ -37,6 +42,8 @@ class DoctorResult:
         d: Dict[str, object] = {"ok": self.ok, "findings": [f.to_dict() for f in self.findings]}
         if self.judged_from:
             d["judged_from"] = self.judged_from
+        if self.diagnosis is not None:
+            d["diagnosis"] = self.diagnosis.to_dict()
         if self.ruled_out:
             d["ruled_out"] = [{"id": r.advisory, "because": list(r.because)}
                               for r in self.ruled_out]
@@ -129,9 +136,13 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
         findings += arch_span_findings(snapshot)
     findings += contradiction_findings(facts, findings)
     ruled: Tuple[RuledOut, ...] = ()
+    diagnosis = None
     if logs:
+        from envlock.checks.differential import differential
+
         triage = triage_logs(logs, matrix, facts)
         ruled = triage.ruled_out
+        diagnosis = differential(logs, matrix, facts, triage)
         by_id = {f.id: f for f in findings}
         for m in triage.matches:
             lf = match_finding(m, matrix, facts)
@@ -155,4 +166,5 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
         if left:
             skipped.append((", ".join(left), why))
     return DoctorResult(findings=tuple(sort_findings(findings)), smoke=tuple(annotated),
-                        ruled_out=ruled, not_checked=tuple(skipped), judged_from=judged_from)
+                        ruled_out=ruled, not_checked=tuple(skipped), judged_from=judged_from,
+                        diagnosis=diagnosis)

@@ -60,7 +60,7 @@ from envlock.matrix.matrix import Matrix
 __all__ = ["SIGNAL_PATTERNS", "signals_in", "only_a_death", "rank_logs", "triage_logs",
            "log_findings", "match_finding", "LogMatch", "LogTriage", "RuledOut"]
 
-_MAX_BYTES = 8 * 1024 * 1024
+_MAX_BYTES = 32 * 1024 * 1024  # then envlock.checks.logprep bounds what is matched
 _MAX_LINE = 4096
 
 
@@ -96,6 +96,12 @@ class LogTriage:
     matches: Tuple[LogMatch, ...]  # reported, strongest evidence first
     ruled_out: Tuple[RuledOut, ...]  # condition false: never reported
     uncorroborated: Tuple[LogMatch, ...]  # a bare signal with no fact to back it
+    #: the machine's facts over the logs' own (what the verdicts were judged on)
+    facts: Optional[Facts] = None
+    #: advisories an ``absent`` pattern of the log rules out: (id, the log line)
+    excluded: Tuple[Tuple[str, str], ...] = ()
+    #: one line per log that was cut or had binary lines skipped (envlock.checks.logprep)
+    cut: Tuple[str, ...] = ()
 
 
 def signals_in(text: str) -> Set[str]:
@@ -134,7 +140,12 @@ def triage_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
     prefixes stripped, wrapped lines re-joined, per-rank repeats folded, hang evidence);
     the facts they state (GPU names, driver, NCCL version, ``topo -m``) sit under the
     machine's own (:class:`~envlock.checks.logread.LayeredFacts`: the machine wins)."""
-    read = [read_log(t[-_MAX_BYTES:], o) for o, t in logs]
+    from envlock.checks.logprep import prepare
+
+    prepared = [(o, prepare(t[-_MAX_BYTES:] if isinstance(t, str) else
+                            t[-_MAX_BYTES:].decode("utf-8", "replace"), o)) for o, t in logs]
+    cut = tuple(n for _, (_, n) in prepared if n)
+    read = [read_log(t, o) for o, (t, _) in prepared]
     view = log_facts_view(read, matrix, facts)
     sigs: Set[str] = set().union(*(lg.signals for lg in read)) if read else set()
     hang = next((h for lg in read for h in lg.hang), None)
@@ -143,8 +154,12 @@ def triage_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
     kept: List[LogMatch] = []
     ruled: List[RuledOut] = []
     bare: List[LogMatch] = []
+    excluded: List[Tuple[str, str]] = []
     for adv in advisories:
-        if any(find(lg, p) is not None for p in adv.absent for lg in read):
+        gone = next((ln for p in adv.absent for lg in read
+                     for ln in (find(lg, p),) if ln is not None), None)
+        if gone is not None:
+            excluded.append((adv.id, _short(gone)))
             continue  # the log names another cause (an ``absent`` pattern)
         score = 0.0
         specific = False
@@ -212,7 +227,7 @@ def triage_logs(logs: Sequence[Tuple[str, str]], matrix: Matrix,
     kept.sort(key=_sort_key)
     bare.sort(key=_sort_key)
     ruled.sort(key=lambda r: r.advisory)
-    return LogTriage(tuple(kept[:limit]), tuple(ruled), tuple(bare))
+    return LogTriage(tuple(kept[:limit]), tuple(ruled), tuple(bare), view, tuple(excluded), cut)
 
 
 _FAILURE = re.compile(r"\b(?:Error|Exception|Traceback|FAILED|fatal|Aborted|killed)\b")

@@ -126,11 +126,36 @@ def run(args: argparse.Namespace, out: Any) -> int:
         if result.judged_from:
             out.print(result.judged_from)
         n = sum(len(ids.split(", ")) for ids, _ in result.not_checked)
-        ok_text = ("no advisory explains the log" if args.log else "no known problem") + (
-            f" ({n} advisor{'y' if n == 1 else 'ies'} not checked, below)" if n else "")
-        out.print(report_text(result.findings, subject=f"doctor {where}", verbose=args.verbose,
-                              skipped=result.not_checked, ok_text=ok_text,
-                              style=style_for(out)))
+        diag = result.diagnosis
+        style = style_for(out)
+        suffix = (f" ({n} advisor{'y' if n == 1 else 'ies'} not checked, below)" if n else "")
+        if diag is not None and diag.diagnoses:
+            from dataclasses import replace
+
+            from envlock.cli.render_diagnosis import diagnosis_lines
+
+            # the answer line first, then each symptom with its causes ranked (issue 28),
+            # then what the differential does not already name (the machine's own problems)
+            named = {c.advisory for d in diag.diagnoses for c in d.causes}
+            first = report_text(result.findings, subject=f"doctor {where}",
+                                ok_text="no cause confirmed" + suffix, style=style)
+            rest = report_text([f for f in result.findings if f.id not in named],
+                               subject=f"doctor {where}", verbose=args.verbose,
+                               skipped=result.not_checked, ok_text="", style=style)
+            out.print(first.splitlines()[0])
+            for line in diagnosis_lines(diag, verbose=args.verbose, style=style):
+                out.print(line)
+            for line in rest.splitlines()[1:]:
+                out.print(line)
+            result = replace(result, ruled_out=tuple(r for r in result.ruled_out
+                                                     if r.advisory not in named))
+        else:
+            ok_text = ("no advisory explains the log" if args.log else "no known problem")
+            out.print(report_text(result.findings, subject=f"doctor {where}",
+                                  verbose=args.verbose, skipped=result.not_checked,
+                                  ok_text=ok_text + suffix, style=style))
+            for note in diag.cut if diag is not None else ():
+                out.print("log cut: " + note)
         for line in doctor_lines(result, verbose=args.verbose):
             out.print(line)
     return ExitCode.OK if result.ok else ExitCode.DRIFT

@@ -32,11 +32,11 @@ from envlock.matrix.matrix import Matrix
 
 __all__ = ["cache_dir", "load_cached", "digest", "encode_matrix", "decode_matrix"]
 
-_FORMAT = 4  # 2: Matrix.companions; 3: JSON, not pickle; 4: Companions.triton
+_FORMAT = 5  # 2: Matrix.companions; 3: JSON, not pickle; 4: Companions.triton; 5: symptoms
 #: the constructor arguments of :class:`Matrix`, which are what the cache holds
 _FIELDS = ("version", "sources", "archs", "gpus", "cuda_majors", "cuda_lines",
            "cuda_releases", "drivers", "nccl", "cudnn", "torch_releases", "variants",
-           "advisories", "companions")
+           "advisories", "companions", "symptoms")
 #: the only classes the decoder will build: the matrix model's dataclasses, by name
 _CLASSES: Dict[str, Any] = {
     name: obj for name, obj in vars(model).items()

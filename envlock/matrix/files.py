@@ -19,6 +19,15 @@ DATA_FILES: Tuple[str, ...] = (
     "torch.toml",
     "companions.toml",
     "advisories.toml",
+    # symptom tables (load_symptoms.py); the generated ones by scripts/harvest_symptoms.py
+    "symptoms-cuda-runtime.toml",
+    "symptoms-cuda-driver.toml",
+    "symptoms-nccl.toml",
+    "symptoms-cublas.toml",
+    "symptoms-cudnn.toml",
+    "symptoms-xid.toml",
+    "symptoms-host.toml",
+    "symptoms-torch.toml",
 )
 
 

@@ -18,6 +18,7 @@ from envlock.matrix import load_advisories, load_cuda, load_gpus, load_torch
 from envlock.matrix.files import DATA_FILES, data_files
 from envlock.matrix.load_common import _ID_RE, Ctx
 from envlock.matrix.load_companions import load_companions
+from envlock.matrix.load_symptoms import symptoms as load_symptom_tables
 from envlock.matrix.load_torch import gpu_pins, libraries_from_pins  # noqa: F401 - re-exported
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import CONFIDENCES, Source
@@ -101,6 +102,7 @@ def build_matrix(raw: Mapping[str, Dict[str, Any]], problems: Problems) -> Matri
     variants = load_torch.variants(raw, ctx, torch_releases, lines, releases)
     advisories = load_advisories.advisories(raw, ctx, gpus)
     companions = load_companions(raw, ctx, torch_releases)
+    symptoms = load_symptom_tables(raw, ctx, advisories)
 
     return Matrix(
         version=version,
@@ -117,4 +119,5 @@ def build_matrix(raw: Mapping[str, Dict[str, Any]], problems: Problems) -> Matri
         variants=variants,
         advisories=advisories,
         companions=companions,
+        symptoms=symptoms,
     )

@@ -6,7 +6,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envlock.errors import UnknownGpuError, UnknownVersionError
 from envlock.matrix.lookup import GpuIndex
-from envlock.matrix.model import (
+from envlock.matrix.model import (  # noqa: I001
+    Symptom,
     Advisory,
     Arch,
     Companions,
@@ -46,6 +47,7 @@ class Matrix:
         variants: Sequence[TorchVariant],
         advisories: Mapping[str, Advisory],
         companions: Optional[Mapping[str, Companions]] = None,
+        symptoms: Optional[Mapping[str, "Symptom"]] = None,
     ) -> None:
         self.version = version
         self.sources = dict(sources)
@@ -62,6 +64,8 @@ class Matrix:
         self.advisories = dict(advisories)
         #: torch release -> its torchvision/torchaudio releases (companions.toml)
         self.companions: Dict[str, Companions] = dict(companions or {})
+        #: symptom id -> what a log line means (compat-matrix/symptoms-*.toml)
+        self.symptoms: Dict[str, "Symptom"] = dict(symptoms or {})
         self._gpu_index = GpuIndex(self.gpus.values())
         self._variants_by_release: Dict[str, List[TorchVariant]] = {}
         for v in self.variants:

@@ -28,6 +28,7 @@ __all__ = [
     "TorchVariant",
     "Companions",
     "Advisory",
+    "Symptom",
     "PLATFORMS",
 ]
 
@@ -268,3 +269,24 @@ class Advisory:
     absent: Tuple[str, ...] = ()
     #: routine log lines (NCCL INFO, warnings) that count only next to a real failure
     context: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """One entry of a symptom table (``compat-matrix/symptoms-*.toml``): an error a log can
+    show, what it means and the generic next step. ``causes`` are advisory ids that can
+    explain it (the differential in ``doctor --log`` judges each on the machine)."""
+
+    id: str
+    table: str
+    name: str
+    kind: str  # error | death | hang
+    patterns: Tuple[str, ...]
+    meaning: str
+    next: str
+    causes: Tuple[str, ...]
+    provenance: Provenance
+    code: Optional[int] = None
+    message: Optional[str] = None
+    #: lines that match a pattern but are routine (NCCL's plugin search): they do not count
+    routine: Tuple[str, ...] = ()

@@ -34,7 +34,9 @@ def test_the_manifest_lists_every_log_with_a_source_a_cause_and_a_known_advisory
     for e in entries:
         assert re.match(r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$", e["source"]), e
         assert len(e["cause"]) > 20, e
-        assert e["expect"] == "none" or e["expect"] in ids, e
+        assert e["expect"] in ("none", "unknown") or e["expect"] in ids, e
+        assert e.get("half") in ("A", "B"), e
+        assert all(i in get_matrix().symptoms for i in e.get("influenced", [])), e
         assert (CORPUS / e["file"]).read_text(encoding="utf-8").strip(), e
 
 
@@ -50,9 +52,24 @@ def test_triage_figures_do_not_drop_below_the_committed_floors() -> None:
     assert f.healthy_fp <= floors["healthy_fp_max"], wrong
 
 
+def test_held_out_half_and_symptom_coverage_stay_above_their_floors() -> None:
+    floors = loads((CORPUS / "thresholds.toml").read_text(encoding="utf-8"))
+    mod = _eval_module()
+    b = mod.measure(CORPUS, half="B")
+    wrong = [(o.file, o.expect, o.ranked[:2]) for o in b.outcomes
+             if o.judged and o.first != o.expect]
+    assert b.crash >= 20 and b.top1 / b.crash >= floors["held_out_top1_min"], wrong
+    assert b.misleading <= floors["held_out_misleading_max"], wrong
+    cov = mod.coverage(mod.measure(CORPUS))
+    missing = [o.file for o in mod.measure(CORPUS).outcomes if not o.healthy and not o.symptoms]
+    assert cov["with_symptom"] / cov["crash_logs"] >= floors["symptom_coverage_min"], missing
+    assert cov["healthy_logs"] - cov["healthy_silent"] <= floors["healthy_symptoms_max"]
+
+
 def test_the_script_prints_the_figures_and_writes_nothing(tmp_path: Path, capsys: Any) -> None:
     before = sorted(p.name for p in CORPUS.iterdir())
     assert _eval_module().main([]) == 0
     out = capsys.readouterr().out
     assert "top-1" in out and "top-3" in out and "misleading" in out and "healthy FP" in out
+    assert "half A" in out and "half B (held out)" in out and "symptom coverage" in out
     assert sorted(p.name for p in CORPUS.iterdir()) == before
