@@ -262,7 +262,7 @@ def facts_from_snapshot(snapshot: Snapshot, matrix: Optional[Matrix]) -> Facts:
                            "p2p": UNKNOWN if link.p2p is None else link.p2p,
                            "a_model": ma.id if ma else UNKNOWN,
                            "b_model": mb.id if mb else UNKNOWN})
-    if hardware_known:
+    if hardware_known and snapshot.recorded("links"):  # a stated snapshot probed no links
         values["link.count"] = len(link_elems)
         values["link.kind"] = [e["kind"] for e in link_elems]
         values["link.p2p"] = [e["p2p"] for e in link_elems]
