@@ -8,13 +8,18 @@ Why a module of its own: a fix that reinstalls "the package" without its version
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence
 
 from envlock.lock.model import Lock, LockedPackage, LockTarget
 
-__all__ = ["FixContext", "reinstall_packages", "reinstall_lock", "uninstall_packages"]
+if TYPE_CHECKING:
+    from envlock.snapshot import Library
+
+__all__ = ["FixContext", "reinstall_packages", "reinstall_lock", "uninstall_packages",
+           "loader_path_fix"]
 
 #: the scratch file a grouped fix writes its requirements to (in the current directory)
 FIX_FILE = "envlock-fix.txt"
@@ -84,3 +89,37 @@ def reinstall_lock(ctx: FixContext, lock: Lock, target: LockTarget) -> str:
 
 def uninstall_packages(ctx: FixContext, names: Sequence[str]) -> str:
     return f"{ctx.pip} uninstall -y " + " ".join(shlex.quote(n) for n in names)
+
+
+def loader_path_fix(lib: "Library", env: Mapping[str, str]) -> str:
+    """The change that stops the loader from reaching ``lib``, named by what put it on the
+    loader's path: an ``LD_LIBRARY_PATH`` entry, an ``/etc/ld.so.conf.d`` file (then
+    ``ldconfig``), ``LD_PRELOAD``, an ``RPATH``. "unset LD_LIBRARY_PATH" fixes only the first.
+
+    Snapshots that did not record ``via`` are read from their environment: the directory
+    on ``LD_LIBRARY_PATH``, the file in ``LD_PRELOAD``, else the two usual places."""
+    path = lib.path or ""
+    d = os.path.dirname(path)
+    via = lib.via
+    if via is None:
+        ld = [x for x in env.get("LD_LIBRARY_PATH", "").replace(";", ":").split(":") if x]
+        pre = [x for x in env.get("LD_PRELOAD", "").replace(":", " ").split() if x]
+        if any(os.path.normpath(x) == os.path.normpath(d) for x in ld):
+            via = "LD_LIBRARY_PATH"
+        elif any(x == path or os.path.basename(x) == os.path.basename(path) for x in pre):
+            via = "LD_PRELOAD"
+    if via == "LD_LIBRARY_PATH":
+        return f"unset LD_LIBRARY_PATH or drop {d} from it"
+    if via == "LD_PRELOAD":
+        return f"drop {path} from LD_PRELOAD"
+    if via == "ld.so.cache":
+        conf = lib.via_source or "the /etc/ld.so.conf.d file that lists it"
+        return f"remove {d} from {conf}, then run: sudo ldconfig"
+    if via == "RPATH":
+        who = lib.via_source or "the library that loads it"
+        return (f"{who} has {d} in its RPATH: rebuild it with RUNPATH or without that "
+                f"directory (patchelf --remove-rpath)")
+    if via == "default":
+        return f"{d} is a default loader directory: remove the package that installed {path}"
+    return (f"drop {d} from LD_LIBRARY_PATH, or remove it from the /etc/ld.so.conf.d file "
+            f"that lists it and run: sudo ldconfig")

@@ -32,7 +32,8 @@ from packaging.version import InvalidVersion, Version
 from envlock.checks.advisories import advisory_findings
 from envlock.checks.facts import cuda_majors_of, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
-from envlock.checks.fixes import FixContext, reinstall_lock, reinstall_packages, uninstall_packages
+from envlock.checks.fixes import (FixContext, loader_path_fix, reinstall_lock,
+                                  reinstall_packages, uninstall_packages)
 from envlock.errors import InputError
 from envlock.kernels import coverage
 from envlock.lock.model import Lock, LockTarget
@@ -341,49 +342,72 @@ def _package_files(lock: Lock, target: LockTarget, snap: Snapshot,
                     subject=names[0] if len(names) == 1 else None, extra={"items": items})]
 
 
+def _major(soname: Optional[str]) -> Optional[str]:
+    return soname.rsplit(".so.", 1)[1].split(".")[0] if soname and ".so." in soname else None
+
+
 def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
     """Per cause: system copies loading instead of the wheels' (one finding, whatever the
-    number of libraries, since one LD_LIBRARY_PATH entry is the cause), other versions
-    loading, several versions on the search path."""
+    number of libraries, since one search-path entry is the cause), other versions
+    loading, several versions of one soname on the search path.
+
+    Sonames decide what can stand in for what: a ``libcudart.so.13`` never satisfies a
+    request for ``libcudart.so.12``, so a system copy with another soname than the wheel's
+    (or than the lock's major) is no shadow and no version drift, only a note."""
     out: List[Finding] = []
     by_name: Dict[str, list] = {}
     for lib in snap.libraries:
         by_name.setdefault(lib.name, []).append(lib)
     shadowed: List[Tuple[str, object, object, Optional[str]]] = []  # (lib, system, wheel, want)
+    bystanders: List[Tuple[str, object, Optional[str]]] = []  # (lib, system copy, the soname used)
     for key, names in _LOCK_TO_LIBS.items():
         want = target.libraries.get(key)
         for lname in names:
             copies = by_name.get(lname, [])
             sel = next((c for c in copies if c.selected), None)
             wheel = [c for c in copies if c.owner]
-            if sel is not None and sel.owner is None and wheel:
+            wheel_sonames = {c.soname_key for c in wheel if c.soname_key}
+            want_major = want.split(".")[0] if want else None
+            other_soname = sel is not None and sel.owner is None and (
+                (wheel_sonames and sel.soname_key not in wheel_sonames) or
+                (not wheel_sonames and want_major and _major(sel.soname_key)
+                 and _major(sel.soname_key) != want_major))
+            if other_soname:
+                used = sorted(wheel_sonames)[0] if wheel_sonames else None
+                bystanders.append((lname, sel, used))
+            elif sel is not None and sel.owner is None and wheel:
                 shadowed.append((lname, sel, wheel[0], want))
             elif want and sel is not None and sel.version and not versions_agree(sel.version,
                                                                                  want):
                 where = sel.owner or "a system copy"
                 fix: Tuple[str, ...] = ()
                 if sel.owner is None:
-                    fix = (f"remove {os.path.dirname(sel.path or '')} from LD_LIBRARY_PATH "
-                           f"(or the ldconfig cache) so the wheel's copy loads",)
+                    fix = (loader_path_fix(sel, snap.env) + " so the wheel's copy loads",)
                 else:
                     fix = (f"pip install --no-deps '{sel.owner}=={want}'",)
                 out.append(Finding("library-version", "error", "library",
                                    f"lib{lname} {sel.version} would load, the lock expects {want}",
                                    f"the loader picks {sel.path} ({where})", fix,
                                    subject=lname))
-            versions = {c.version for c in copies if c.version}
-            if len(versions) > 1 and not (sel is not None and sel.owner is None and wheel):
-                out.append(Finding("library-duplicate", "warning", "library",
-                                   f"{len(copies)} copies of lib{lname} with "
-                                   f"{len(versions)} versions on the search path",
-                                   "; ".join(f"{c.path} {c.version or '?'}" for c in copies[:4]),
-                                   ("keep one copy: remove stale CUDA installs from "
-                                    "LD_LIBRARY_PATH and uninstall unused nvidia-* wheels",),
-                                   subject=lname))
+            if sel is not None and sel.owner is None and wheel and not other_soname:
+                continue  # the shadow finding says it
+            by_soname: Dict[Optional[str], list] = {}
+            for c in copies:
+                by_soname.setdefault(c.soname_key, []).append(c)
+            for same in by_soname.values():
+                versions = {c.version for c in same if c.version}
+                if len(versions) > 1:
+                    out.append(Finding("library-duplicate", "warning", "library",
+                                       f"{len(same)} copies of lib{lname} with "
+                                       f"{len(versions)} versions on the search path",
+                                       "; ".join(f"{c.path} {c.version or '?'}"
+                                                 for c in same[:4]),
+                                       ("keep one copy: remove stale CUDA installs from "
+                                        "LD_LIBRARY_PATH and uninstall unused nvidia-* wheels",),
+                                       subject=lname))
+                    break
     if shadowed:
         libs = ", ".join(f"lib{n}" for n, *_ in shadowed)
-        dirs = list(dict.fromkeys(os.path.dirname(getattr(s, "path", "") or "")
-                                  for _, s, _, _ in shadowed))
         have = {getattr(s, "version", None) or "unknown version" for _, s, _, _ in shadowed}
         wants = {w for *_, w in shadowed if w}
         lock_says = f", the lock has {', '.join(sorted(wants))}" if wants else ""
@@ -395,12 +419,25 @@ def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
                            for _, s, w, _ in shadowed)
         items = [{"name": f"lib{n}", "loads": getattr(s, "path", ""),
                   "version": getattr(s, "version", None) or "unknown",
-                  "instead_of": getattr(w, "path", ""), "locked": want or "unknown"}
+                  "instead_of": getattr(w, "path", ""), "locked": want or "unknown",
+                  "via": getattr(s, "via", None) or "unknown"}
                  for n, s, w, want in shadowed]
-        out.append(Finding("library-shadowed", "error", "library", title, detail,
-                           (f"unset LD_LIBRARY_PATH or drop {' and '.join(dirs)} from it",),
+        fixes = tuple(dict.fromkeys(loader_path_fix(s, snap.env)  # type: ignore[arg-type]
+                                    for _, s, _, _ in shadowed))
+        out.append(Finding("library-shadowed", "error", "library", title, detail, fixes,
                            subject=shadowed[0][0] if len(shadowed) == 1 else None,
                            extra={"items": items}))
+    if bystanders:
+        libs = ", ".join(f"{getattr(s, 'soname_key', None) or 'lib' + n}"
+                         f" {getattr(s, 'version', None) or ''}".rstrip()
+                         for n, s, _ in bystanders)
+        detail = "; ".join(f"{getattr(s, 'path', '')} is another soname than "
+                           f"{used or 'the lock asks for'}: the loader never gives it for "
+                           f"{used or 'that'}" for _, s, used in bystanders)
+        out.append(Finding("library-other-soname", "info", "library",
+                           f"system {libs} on the loader's path: another soname than the "
+                           f"lock's, so it cannot stand in for it", detail, (),
+                           subject=bystanders[0][0] if len(bystanders) == 1 else None))
     return out
 
 

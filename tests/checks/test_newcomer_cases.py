@@ -1,0 +1,153 @@
+"""The situations a newcomer's audit ran into (issue 33), each reproduced for real.
+
+* a CUDA 13 toolkit in ``/etc/ld.so.conf.d`` beside a CUDA 12 lock: ``libcudart.so.13``
+  cannot stand in for the wheel's ``libcudart.so.12``, so the build gate passes; a copy
+  with the same soname that does come through ``ld.so.conf`` is fixed by editing that
+  file and running ``ldconfig``, not by unsetting ``LD_LIBRARY_PATH``;
+* a stated snapshot (``--gpu 'H800 PCIe:8' --driver ...``) has not seen the links, so
+  they are unknown, not "no PCIe links";
+* a CPU torch on 8 H20s is one finding, fixed from the lock first;
+* a mixed RTX 3090 + 4090 + A6000 box gets one severity from every command.
+
+Libraries are compiled with gcc, the loader cache is written by the real ``ldconfig``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import pytest
+
+from envlock.lock.io import load_lock
+from envlock.probe.libraries import probe_libraries
+from support.cli import run_cli
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+NATIVE = Path(__file__).resolve().parents[1] / "support" / "native"
+CU121 = DATA / "locks" / "cu121-h100-h20.lock"
+GCC = shutil.which("gcc")
+LDCONFIG = shutil.which("ldconfig") or next(
+    (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(p)), None)
+
+
+def _so(out: Path, soname: str, defines: Sequence[str] = ()) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(GCC), "-shared", "-fPIC", "-o", str(out), str(NATIVE / "fakecuda.c"),
+                    *[f"-D{d}" for d in defines], f"-Wl,-soname,{soname}"],
+                   check=True, capture_output=True)
+    return out
+
+
+def _wheel(site: Path, name: str, version: str, files: Sequence[Path]) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    rows = [f"{f.relative_to(site).as_posix()},sha256=AAAA,{f.stat().st_size}" for f in files]
+    (info / "RECORD").write_text("\n".join(rows + [f"{info.name}/RECORD,,"]) + "\n")
+
+
+def _ld_conf(root: Path, dirs: Dict[str, Path]) -> Path:
+    """An /etc/ld.so.conf that includes ld.so.conf.d/*.conf, one file per directory, and
+    the cache ldconfig builds from it."""
+    etc = root / "etc"
+    (etc / "ld.so.conf.d").mkdir(parents=True)
+    conf = etc / "ld.so.conf"
+    conf.write_text(f"include {etc}/ld.so.conf.d/*.conf\n")
+    for fname, d in dirs.items():
+        (etc / "ld.so.conf.d" / fname).write_text(f"# {fname}\n{d}\n")
+    subprocess.run([str(LDCONFIG), "-X", "-f", str(conf), "-C", str(etc / "ld.so.cache")],
+                   check=True, capture_output=True)
+    return conf
+
+
+def _snapshot_for(target_name: str, libraries: Sequence[object], tmp: Path,
+                  env: Optional[Dict[str, str]] = None) -> Path:
+    """A build host that installed exactly the lock target's packages."""
+    lock = load_lock(str(CU121))
+    target = lock.target(target_name)
+    assert target is not None
+    snap = json.loads((DATA / "snapshots" / "build-container.json").read_text())
+    snap["packages"] = {p.name: p.version for p in target.packages if p.version}
+    snap["libraries"] = [asdict(lib) for lib in libraries]  # type: ignore[call-overload]
+    snap["env"] = env or {}
+    path = tmp / "snap.json"
+    path.write_text(json.dumps(snap))
+    return path
+
+
+needs_tools = pytest.mark.skipif(GCC is None or LDCONFIG is None, reason="needs gcc and ldconfig")
+
+
+@needs_tools
+def test_cuda13_toolkit_in_ld_so_conf_is_no_shadow_of_the_cuda12_wheel(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    wheel = _so(site / "nvidia/cuda_runtime/lib/libcudart.so.12", "libcudart.so.12",
+                ["CUDART_CODE=12010"])
+    _wheel(site, "nvidia-cuda-runtime-cu12", "12.1.105", [wheel])
+    toolkit = tmp_path / "usr/local/cuda-13.0/lib"
+    _so(toolkit / "libcudart.so.13", "libcudart.so.13", ["CUDART_CODE=13000"])
+    conf = _ld_conf(tmp_path, {"cuda-13-0.conf": toolkit})
+    libs = probe_libraries(env={}, site_dirs=[str(site)], ld_cache=str(conf.parent / "ld.so.cache"),
+                           cuda_roots=[], default_dirs=(), ld_so_conf=str(conf))
+    (system,) = [lib for lib in libs if lib.owner is None]
+    # the probe says how the loader reaches it, and which file put it there
+    assert (system.soname, system.via, system.via_source) == (
+        "libcudart.so.13", "ld.so.cache", str(conf.parent / "ld.so.conf.d" / "cuda-13-0.conf"))
+    snap = _snapshot_for("h100-sxm", libs, tmp_path)
+    r = run_cli("verify", "--lock", str(CU121), "--target", "h100-sxm", "--snapshot", str(snap),
+                "--stage", "build", "--json")
+    doc = json.loads(r.out)
+    assert r.code == 0, r.out  # the build gate passes
+    assert [(f["id"], f["severity"]) for f in doc["findings"]] == [
+        ("library-other-soname", "info")]
+    assert "libcudart.so.13 13.0" in doc["findings"][0]["title"]
+
+
+@needs_tools
+def test_a_same_soname_copy_from_ld_so_conf_is_fixed_in_that_file(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    wheel = _so(site / "nvidia/cuda_runtime/lib/libcudart.so.12", "libcudart.so.12",
+                ["CUDART_CODE=12010"])
+    _wheel(site, "nvidia-cuda-runtime-cu12", "12.1.105", [wheel])
+    toolkit = tmp_path / "usr/local/cuda-12.4/lib64"
+    _so(toolkit / "libcudart.so.12", "libcudart.so.12", ["CUDART_CODE=12040"])
+    conf = _ld_conf(tmp_path, {"cuda-12-4.conf": toolkit})
+    libs = probe_libraries(env={}, site_dirs=[str(site)], ld_cache=str(conf.parent / "ld.so.cache"),
+                           cuda_roots=[], default_dirs=(), ld_so_conf=str(conf))
+    snap = _snapshot_for("h100-sxm", libs, tmp_path)
+    r = run_cli("verify", "--lock", str(CU121), "--target", "h100-sxm", "--snapshot", str(snap),
+                "--stage", "build", "--json")
+    assert r.code == 1
+    (f,) = json.loads(r.out)["findings"]
+    assert f["id"] == "library-shadowed" and f["items"][0]["via"] == "ld.so.cache"
+    conf_file = conf.parent / "ld.so.conf.d" / "cuda-12-4.conf"
+    assert f["fix"] == [f"remove {toolkit} from {conf_file}, then run: sudo ldconfig"]
+    assert not any("LD_LIBRARY_PATH" in x for x in f["fix"])
+
+
+@needs_tools
+def test_the_same_copy_on_ld_library_path_and_in_ld_preload(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    wheel = _so(site / "nvidia/cuda_runtime/lib/libcudart.so.12", "libcudart.so.12",
+                ["CUDART_CODE=12010"])
+    _wheel(site, "nvidia-cuda-runtime-cu12", "12.1.105", [wheel])
+    other = _so(tmp_path / "opt/cuda/lib64/libcudart.so.12", "libcudart.so.12",
+                ["CUDART_CODE=12040"])
+    for env, fix in (({"LD_LIBRARY_PATH": str(other.parent)},
+                      f"unset LD_LIBRARY_PATH or drop {other.parent} from it"),
+                     ({"LD_PRELOAD": str(other)}, f"drop {other} from LD_PRELOAD")):
+        libs = probe_libraries(env=env, site_dirs=[str(site)], ld_cache=str(tmp_path / "none"),
+                               cuda_roots=[], default_dirs=(), ld_so_conf=str(tmp_path / "none"))
+        sel = [lib for lib in libs if lib.selected]
+        assert [(lib.path, lib.via) for lib in sel] == [(str(other), next(iter(env)))]
+        snap = _snapshot_for("h100-sxm", libs, tmp_path, env)
+        r = run_cli("verify", "--lock", str(CU121), "--target", "h100-sxm", "--snapshot",
+                    str(snap), "--stage", "build", "--json")
+        (f,) = json.loads(r.out)["findings"]
+        assert (f["id"], f["fix"]) == ("library-shadowed", [fix])
