@@ -165,15 +165,16 @@ class Snapshot:
         >>> Snapshot(hardware_source="stated").provenance_of("links")
         'not-recorded'
         """
+        present = {"driver": self.driver is not None, "gpus": bool(self.gpus),
+                   "links": bool(self.links)}.get(group)
         if group in self.provenance:
-            return self.provenance[group]
+            value = self.provenance[group]
+            # facts a person added to a file are there: stated, whatever the label says
+            return "stated" if value == "not-recorded" and present else value
         if group in ("driver", "gpus", "links"):
             if self.hardware_source == "none":
                 return "not-recorded"
             if self.hardware_source == "stated":
-                if group == "links":
-                    return "not-recorded"
-                present = self.driver is not None if group == "driver" else bool(self.gpus)
                 return "stated" if present else "not-recorded"
         return "observed"
 

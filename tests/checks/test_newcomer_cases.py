@@ -151,3 +151,49 @@ def test_the_same_copy_on_ld_library_path_and_in_ld_preload(tmp_path: Path) -> N
                     str(snap), "--stage", "build", "--json")
         (f,) = json.loads(r.out)["findings"]
         assert (f["id"], f["fix"]) == ("library-shadowed", [fix])
+
+
+# -- a stated snapshot ----------------------------------------------------------------------
+
+def test_stated_h800_pcie_snapshot_leaves_links_unknown(tmp_path: Path) -> None:
+    snap = tmp_path / "h800.json"
+    r = run_cli("snapshot", "--gpu", "H800 PCIe:8", "--driver", "535.104.05", "-o", str(snap))
+    assert r.code == 0, r.err
+    doc = json.loads(snap.read_text())
+    assert doc["links"] == []
+    assert {k: doc["provenance"][k] for k in ("gpus", "driver", "links", "packages")} == {
+        "gpus": "stated", "driver": "stated", "links": "not-recorded", "packages": "observed"}
+
+    r = run_cli("doctor", "--snapshot", str(snap), "--json")
+    out = json.loads(r.out)
+    assert "nccl-p2p-hang-pcie-virtualized" not in {f["id"] for f in out["findings"]}
+    unchecked = {a: n["reason"] for n in out["not_checked"] for a in n["advisories"]}
+    assert "did not record the GPU links (stated hardware)" in \
+        unchecked["nccl-p2p-hang-pcie-virtualized"]  # unknown, not ruled out
+
+    # with the box's 28 PCIe (PXB) pairs recorded, the P2P hang applies, its workaround first
+    doc["links"] = [{"a": a, "b": b, "kind": "PXB", "p2p": True}
+                    for a in range(8) for b in range(a + 1, 8)]
+    assert len(doc["links"]) == 28
+    snap.write_text(json.dumps(doc))
+    out = json.loads(run_cli("doctor", "--snapshot", str(snap), "--json").out)
+    (hang,) = [f for f in out["findings"] if f["id"] == "nccl-p2p-hang-pcie-virtualized"]
+    assert hang["fix"][0].startswith("export NCCL_P2P_DISABLE=1")
+
+
+def test_old_stated_snapshots_read_links_as_unknown_and_gpus_are_never_assumed(
+        tmp_path: Path) -> None:
+    """A snapshot written before provenance existed: its hardware_source says enough."""
+    doc = json.loads((DATA / "snapshots" / "h100-match.json").read_text())
+    doc["hardware_source"], doc["links"] = "stated", []
+    doc.pop("provenance", None)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    out = json.loads(run_cli("doctor", "--snapshot", str(old), "--json").out)
+    reasons = " ".join(n["reason"] for n in out.get("not_checked", []))
+    assert "did not record the GPU links" in reasons
+    # a build host that stated only its driver recorded no GPUs: no CPU lock for it
+    drv = tmp_path / "drv.json"
+    assert run_cli("snapshot", "--driver", "535.104.05", "-o", str(drv)).code == 0
+    r = run_cli("resolve", "--from-snapshot", str(drv), "--offline", "--dry-run")
+    assert r.code == 2 and "did not record GPUs" in r.err
