@@ -58,7 +58,8 @@ SUBSUMES = {
                          "system-nvjitlink-shadows-wheel"),
     "gpu-no-kernels": ("blackwell-torch-without-sm100-sm120",
                        "gpu-arch-dropped-from-torch-build",
-                       "old-torch-without-ampere-hopper-kernels"),
+                       "old-torch-without-ampere-hopper-kernels",
+                       "cpu-only-torch-on-gpu-host"),
     "gpu-mixed-capability": ("multi-gpu-sigsegv-mixed-gpus",),
 }
 
@@ -173,10 +174,14 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
     checked.append("cuda-majors")
     findings += _cuda_majors(lock, target, snapshot, ctx)
     if stage == "runtime":
-        for name, fn in (("driver", _driver), ("gpu-kernels", _kernels), ("gpu-mix", _mix),
+        for name, fn in (("driver", _driver), ("gpu-kernels", None), ("gpu-mix", _mix),
                          ("gpu-target", _gpu_target), ("env", _env)):
             checked.append(name)
-            findings += fn(target, snapshot, matrix)
+            if fn is None:
+                findings = _torch_build(findings, _kernels(lock, target, snapshot, ctx),
+                                        lock, target, ctx)
+            else:
+                findings += fn(target, snapshot, matrix)
     else:
         for name in RUNTIME_CHECKS:
             skipped.append((name, "needs a GPU and its driver (--stage build)"))
@@ -487,7 +492,19 @@ def _driver(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]
     return out
 
 
-def _kernels(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
+def _locked_torch(target: LockTarget) -> str:
+    """``2.1.2+cu121``: the locked torch with its build, even when PyPI's name has none."""
+    t = target.torch
+    if t is None:
+        return "?"
+    v = t.installed_version or t.version
+    return v if "+" in v or not t.variant else f"{v}+{t.variant}"
+
+
+def _kernels(lock: Lock, target: LockTarget, snap: Snapshot,
+             ctx: FixContext) -> List[Finding]:
+    """One finding for every visible GPU the installed torch has no kernels for (one
+    cause: the torch build), fixed from the lock when the lock's torch has them."""
     arch: Optional[Sequence[str]] = None
     if snap.torch is not None and snap.torch.arch_list is not None:
         arch = snap.torch.arch_list  # what is installed, even a CPU build's empty list
@@ -495,19 +512,73 @@ def _kernels(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding
         arch = tuple(target.torch.arch_list) + tuple(target.torch.ptx or ())
     if arch is None or (snap.torch is None and "torch" not in snap.packages):
         return []
-    out = []
-    for g in snap.visible_gpus():
-        if not g.compute_capability:
-            continue
-        if not coverage(arch, g.compute_capability).ok:
-            sm = "sm_" + g.compute_capability.replace(".", "")
-            built = f"compiled for: {' '.join(arch)}" if arch else \
-                "the installed torch is a CPU-only build"
-            out.append(Finding("gpu-no-kernels", "error", "gpu-arch",
-                               f"the installed torch has no kernels for {g.name} ({sm})", built,
-                               (f"envlock resolve --gpu '{g.name}' and install that lock",),
-                               subject=str(g.index)))
-    return out
+    bare = [g for g in snap.visible_gpus()
+            if g.compute_capability and not coverage(arch, g.compute_capability).ok]
+    if not bare:
+        return []
+    sms = list(dict.fromkeys(f"{g.name} (sm_{(g.compute_capability or '').replace('.', '')})"
+                             for g in bare))
+    built = f"compiled for: {' '.join(arch)}" if arch else \
+        "the installed torch is a CPU-only build"
+    locked_arch = (tuple(target.torch.arch_list or ()) + tuple(target.torch.ptx or ())
+                   if target.torch is not None and target.torch.arch_list is not None else None)
+    lock_has_them = locked_arch is not None and all(
+        coverage(locked_arch, g.compute_capability or "").ok for g in bare)
+    if lock_has_them and target.package("torch") is not None:
+        fix: Tuple[str, ...] = (reinstall_packages(ctx, lock, target, ["torch"], force=True),
+                                "or reinstall the whole lock: " +
+                                reinstall_lock(ctx, lock, target))
+    else:
+        names = " ".join(f"--gpu '{_short(n)}'" for n in
+                         dict.fromkeys(g.name or "" for g in bare))
+        fix = (f"envlock resolve {names} and install that lock",)
+    if len(bare) == 1:
+        title = f"the installed torch has no kernels for {sms[0]}"
+    else:
+        what = sms[0] if len(sms) == 1 else ", ".join(sms)
+        title = f"the installed torch has no kernels for {len(bare)} GPUs: {what}"
+    return [Finding("gpu-no-kernels", "error", "gpu-arch", title, built, fix,
+                    subject=str(bare[0].index) if len(bare) == 1 else "gpus",
+                    extra={"items": [{"gpu": g.index, "name": g.name,
+                                      "compute_capability": g.compute_capability}
+                                     for g in bare],
+                           "lock_has_kernels": lock_has_them})]
+
+
+def _torch_build(findings: List[Finding], kernels: List[Finding], lock: Lock,
+                 target: LockTarget, ctx: FixContext) -> List[Finding]:
+    """A torch at another version than the lock's and GPUs without kernels are one cause
+    when the lock's torch has those kernels: one finding, the lock's install first."""
+    if not kernels:
+        return findings
+    k = kernels[0]
+    pv = next((f for f in findings if f.id == "package-version"
+               and any(i["name"] == "torch" for i in f.extra.get("items", ()))), None)
+    if pv is None or not k.extra.get("lock_has_kernels"):
+        return findings + kernels
+    item = next(i for i in pv.extra["items"] if i["name"] == "torch")
+    n = len(k.extra.get("items", ()))
+    title = (f"torch {item['installed']} installed, the lock has {_locked_torch(target)}; "
+             f"{n} GPU{'s' if n != 1 else ''} without kernels")
+    merged = replace(k, title=title,
+                     detail=f"{k.detail}; the lock's torch {_locked_torch(target)} has "
+                            f"kernels for {'it' if n == 1 else 'them'}",
+                     extra={**k.extra, "torch": item})
+    rest = [i for i in pv.extra["items"] if i["name"] != "torch"]
+    out = [f for f in findings if f is not pv]
+    if rest:  # the other packages are their own cause
+        names = [i["name"] for i in rest]
+        out.append(replace(pv, title=(f"{rest[0]['name']} {rest[0]['installed']} is installed, "
+                                      f"the lock has {rest[0]['locked']}" if len(rest) == 1 else
+                                      f"{len(rest)} packages differ from the lock: " +
+                                      names_title([f"{i['name']} {i['installed']} (lock "
+                                                   f"{i['locked']})" for i in rest], 3)),
+                           detail="; ".join(f"{i['name']}: installed {i['installed']}, locked "
+                                            f"{i['locked']}" for i in rest),
+                           fix=(reinstall_packages(ctx, lock, target, names),) + pv.fix[1:],
+                           subject=names[0] if len(names) == 1 else None,
+                           extra={"items": rest}))
+    return out + [merged]
 
 
 def _mix(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:

@@ -197,3 +197,41 @@ def test_old_stated_snapshots_read_links_as_unknown_and_gpus_are_never_assumed(
     assert run_cli("snapshot", "--driver", "535.104.05", "-o", str(drv)).code == 0
     r = run_cli("resolve", "--from-snapshot", str(drv), "--offline", "--dry-run")
     assert r.code == 2 and "did not record GPUs" in r.err
+
+
+# -- one cause, one finding -----------------------------------------------------------------
+
+def _h20_cpu_torch(tmp_path: Path) -> Dict[str, Path]:
+    """8 H20s, the lock's packages installed but torch 2.13.0+cpu instead of its 2.1.2."""
+    lock = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--gpu", "H20", "--torch", "==2.1.2", "--python", "3.11",
+                "--offline", "-o", str(lock))
+    assert r.code == 0, r.err
+    (target,) = load_lock(str(lock)).targets
+    snap = json.loads((DATA / "snapshots" / "h20-cublas121.json").read_text())
+    assert [g["name"] for g in snap["gpus"]] == ["NVIDIA H20"] * 8
+    snap["packages"] = {p.name: p.version for p in target.packages if p.version}
+    snap["packages"]["torch"] = "2.13.0+cpu"
+    snap["torch"] = {"version": "2.13.0+cpu", "cuda": None, "cudnn": None, "nccl": None,
+                     "arch_list": [], "source": "files"}
+    snap["libraries"] = []
+    path = tmp_path / "h20.json"
+    path.write_text(json.dumps(snap))
+    return {"lock": lock, "snapshot": path}
+
+
+def test_cpu_torch_on_8_h20_is_one_finding_fixed_from_the_lock(tmp_path: Path) -> None:
+    w = _h20_cpu_torch(tmp_path)
+    r = run_cli("verify", "--lock", str(w["lock"]), "--snapshot", str(w["snapshot"]), "--json")
+    assert r.code == 1
+    (f,) = json.loads(r.out)["findings"]
+    assert f["title"] == ("torch 2.13.0+cpu installed, the lock has 2.1.2+cu121; "
+                          "8 GPUs without kernels")
+    # the lock's own pin first (this offline lock has no hashes: version and index), never
+    # an unpinned torch or a new resolve
+    assert f["fix"][0] == (f"pip install --no-deps --force-reinstall torch==2.1.2 "
+                           f"--index-url https://pypi.org/simple")
+    assert f["fix"][1].startswith("or reinstall the whole lock: ")
+    assert not any("envlock resolve" in x or "torch==<version>" in x for x in f["fix"])
+    text = run_cli("verify", "--lock", str(w["lock"]), "--snapshot", str(w["snapshot"])).out
+    assert text.count("ERROR") == 1 and len(text.splitlines()) <= 8, text

@@ -130,9 +130,15 @@ def test_a_cpu_build_of_torch_has_no_kernels_for_any_gpu(tmp_path: Path) -> None
     path = tmp_path / "s.json"
     path.write_text(json.dumps(snap))
     data = json.loads(run_cli("verify", "--lock", LOCK, "--snapshot", str(path), "--json").out)
-    found = {f["id"]: f for f in data["findings"]}
-    assert found["gpu-no-kernels"]["detail"].startswith("the installed torch is a CPU-only build")
-    assert "package-version" in found and "cpu-only-torch-on-gpu-host" in found
+    # one cause, one finding: the torch version, the 8 GPUs and the CPU-torch advisory
+    (f,) = data["findings"]
+    assert f["id"] == "gpu-no-kernels"
+    assert f["title"] == ("torch 2.5.1+cpu installed, the lock has 2.5.1+cu124; "
+                          "8 GPUs without kernels")
+    assert f["detail"].startswith("the installed torch is a CPU-only build")
+    assert "cpu-only-torch-on-gpu-host" in f["detail"]
+    assert f["fix"][0].startswith(f"envlock export --lock {LOCK} --format requirements "
+                                  f"--only torch")
 
 
 def test_locked_environment_variables(tmp_path: Path) -> None:
