@@ -62,7 +62,10 @@ def advisory_finding(adv: Advisory, detail_prefix: str = "", score: Optional[flo
         detail += f" Not confirmed: {', '.join(not_confirmed)} unknown."
     if detail_prefix:
         detail = f"{detail_prefix} {detail}"
-    return Finding(id=adv.id, severity=adv.severity, category=adv.category, title=adv.title,
+    from envlock.checks.severity import KIND_SEVERITY
+
+    return Finding(id=adv.id, severity=KIND_SEVERITY.get(adv.id, adv.severity),
+                   category=adv.category, title=adv.title,
                    detail=detail.strip(), fix=adv.fix, sources=adv.sources, score=score,
                    extra={"status": adv.status}, not_confirmed=tuple(not_confirmed))
 

@@ -120,5 +120,8 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
         left = [i for i in ids.split(", ") if i not in reported]  # a log may report them
         if left:
             skipped.append((", ".join(left), why))
-    return DoctorResult(findings=tuple(sort_findings(findings)), smoke=tuple(annotated),
+    from envlock.checks.severity import settle_all
+
+    return DoctorResult(findings=tuple(sort_findings(settle_all(findings))),
+                        smoke=tuple(annotated),
                         ruled_out=ruled, not_checked=tuple(skipped))

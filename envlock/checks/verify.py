@@ -32,6 +32,7 @@ from packaging.version import InvalidVersion, Version
 from envlock.checks.advisories import advisory_findings
 from envlock.checks.facts import cuda_majors_of, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
+from envlock.checks.severity import settle_all
 from envlock.checks.fixes import (FixContext, loader_path_fix, reinstall_lock,
                                   reinstall_packages, uninstall_packages)
 from envlock.errors import InputError
@@ -203,7 +204,7 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
         merged.append(f)
     findings = merged + [a for aid, a in advisories.items() if aid not in used]
     return VerifyResult(target=target.name, stage=stage,
-                        findings=tuple(first + sort_findings(findings)),
+                        findings=tuple(first + sort_findings(settle_all(findings))),
                         checked=tuple(checked), skipped=tuple(skipped))
 
 
@@ -600,20 +601,37 @@ def _mix(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
 
 
 def _gpu_target(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
+    """One finding naming every GPU model here that the lock target was not resolved for."""
     if not target.gpu_models:
         return []
-    out = []
+    outside: Dict[str, List[int]] = {}
+    short: Dict[str, str] = {}
     for g in snap.visible_gpus():
         m = matrix.find_gpu(g.name, g.memory_mib) if g.name else None
         if m is None or m.id in target.gpu_models:
             continue
-        out.append(Finding("gpu-not-in-lock", "warning", "gpu-arch",
-                           f"{g.name} is not a GPU the lock target {target.name} was resolved for",
-                           f"target {target.name}: {', '.join(target.gpus)}",
-                           (f"envlock resolve --gpu '{_short(m.name)}' (or --together) to "
-                            f"lock for it",), subject=str(g.index)))
-        break
-    return out
+        outside.setdefault(g.name or m.name, []).append(g.index)
+        short[g.name or m.name] = _short(m.name)
+    if not outside:
+        return []
+    names = list(outside)
+    which = ", ".join(f"{n} (GPU{'s' if len(ix) > 1 else ''} {_indices(ix)})"
+                      for n, ix in outside.items())
+    verb = "is not a GPU" if len(names) == 1 else "are not GPUs"
+    gpus = " ".join(f"--gpu '{short[n]}'" for n in names)
+    return [Finding("gpu-not-in-lock", "warning", "gpu-arch",
+                    f"{which} {verb} the lock target {target.name} was resolved for",
+                    f"target {target.name}: {', '.join(target.gpus)}",
+                    (f"envlock resolve {gpus} (or --together) to lock for "
+                     f"{'it' if len(names) == 1 else 'them'}",),
+                    subject=str(outside[names[0]][0]) if len(names) == 1 else "gpus")]
+
+
+def _indices(ix: Sequence[int]) -> str:
+    """``4-7`` for a run, ``0, 2`` otherwise."""
+    if len(ix) > 2 and list(ix) == list(range(ix[0], ix[-1] + 1)):
+        return f"{ix[0]}-{ix[-1]}"
+    return ", ".join(map(str, ix))
 
 
 def _short(name: str) -> str:

@@ -33,7 +33,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="a target GPU (repeat for several targets): H20, A100, 'RTX 4090'")
     p.add_argument("--cpu", action="store_true", help="also (or only) a CPU-only target")
     p.add_argument("--together", action="store_true",
-                   help="one environment that serves every --gpu (a mixed fleet)")
+                   help="one environment that serves every --gpu: a fleet of machines "
+                        "with one GPU model per machine; a machine that mixes models in "
+                        "one job (RTX 3090 + 4090) is checked with --from-snapshot of it, "
+                        "which also reports the mixed-GPU hazards")
     p.add_argument("--from-snapshot", metavar="FILE",
                    help="target = the machine in this snapshot (GPUs, driver, Python)")
     p.add_argument("--torch", metavar="SPEC", help="torch version constraint, e.g. '>=2.4,<2.5'")

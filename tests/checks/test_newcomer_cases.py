@@ -26,7 +26,7 @@ import pytest
 
 from envlock.lock.io import load_lock
 from envlock.probe.libraries import probe_libraries
-from support.cli import run_cli
+from support.cli import run_cli, run_proc
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NATIVE = Path(__file__).resolve().parents[1] / "support" / "native"
@@ -235,3 +235,83 @@ def test_cpu_torch_on_8_h20_is_one_finding_fixed_from_the_lock(tmp_path: Path) -
     assert not any("envlock resolve" in x or "torch==<version>" in x for x in f["fix"])
     text = run_cli("verify", "--lock", str(w["lock"]), "--snapshot", str(w["snapshot"])).out
     assert text.count("ERROR") == 1 and len(text.splitlines()) <= 8, text
+
+
+# -- one severity for one mixed box ---------------------------------------------------------
+
+_SIGSEGV_LOG = "".join(f"[rank{r}]: Signal 11 (SIGSEGV) received by PID {100 + r}\n"
+                       for r in range(3)) + \
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+_MIXED_IDS = ("gpu-mixed-capability", "multi-gpu-sigsegv-mixed-gpus")
+
+
+def _mixed_box(tmp_path: Path) -> Dict[str, Path]:
+    """RTX 3090 + 4090 + A6000 with the lock's torch (cu126, kernels for all three)."""
+    box = tmp_path / "collected" / "box.json"
+    box.parent.mkdir()
+    assert run_cli("snapshot", "--gpu", "RTX 3090", "--gpu", "RTX 4090", "--gpu", "RTX A6000",
+                   "--driver", "550.54.15", "-o", str(box)).code == 0
+    lock = tmp_path / "envlock.lock"
+    r = run_cli("resolve", "--from-snapshot", str(box), "--python", "3.11", "--offline",
+                "-o", str(lock))
+    assert r.code == 0, r.err
+    (target,) = load_lock(str(lock)).targets
+    assert target.torch is not None
+    doc = json.loads(box.read_text())
+    doc["packages"] = {p.name: p.version for p in target.packages if p.version}
+    doc["python"]["version"] = "3.11.9"
+    doc["torch"] = {"version": target.torch.installed_version, "cuda": target.torch.cuda,
+                    "cudnn": None, "nccl": None, "arch_list": list(target.torch.arch_list or ()),
+                    "source": "files"}
+    doc["libraries"] = []
+    doc["env"] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    box.write_text(json.dumps(doc))
+    log = tmp_path / "train.log"
+    log.write_text(_SIGSEGV_LOG)
+    return {"box": box, "lock": lock, "log": log, "glob": tmp_path / "collected" / "*.json"}
+
+
+def _mixed(findings: List[dict]) -> List[str]:
+    return [f["severity"] for f in findings if f["id"] in _MIXED_IDS]
+
+
+def test_a_mixed_box_gets_one_severity_from_every_command(tmp_path: Path) -> None:
+    w = _mixed_box(tmp_path)
+    r = run_cli("verify", "--lock", str(w["lock"]), "--snapshot", str(w["box"]), "--json")
+    assert (r.code, _mixed(json.loads(r.out)["findings"])) == (0, ["warning"]), r.out
+    r = run_cli("doctor", "--snapshot", str(w["box"]), "--json")
+    assert (r.code, _mixed(json.loads(r.out)["findings"])) == (1, ["warning"]), r.out
+    r = run_cli("fleet", "--snapshots", str(w["glob"]), "--json")
+    assert _mixed(json.loads(r.out)["findings"]) == ["warning"], r.out
+    assert r.code == 0
+    r = run_cli("fleet", "--snapshots", str(w["glob"]), "--lock", str(w["lock"]), "--json")
+    assert _mixed(json.loads(r.out)["findings"]) == ["warning"], r.out
+    assert r.code == 0
+
+    # a log where every rank died of SIGSEGV: then it did block training
+    r = run_cli("doctor", "--snapshot", str(w["box"]), "--log", str(w["log"]), "--json")
+    assert _mixed(json.loads(r.out)["findings"]) == ["error"]
+    text = run_cli("doctor", "--snapshot", str(w["box"]), "--log", str(w["log"])).out
+    assert text.splitlines()[0].endswith("1 problem, 1 blocks training"), text
+
+    # --together is for a fleet of one-model machines; its help sends mixed boxes elsewhere
+    r = run_proc("resolve", "--help")
+    together = " ".join(r.out.split()).split("--together ", 1)[1][:400]
+    assert "one GPU model per machine" in together and "--from-snapshot" in together
+
+
+# -- the smaller items ----------------------------------------------------------------------
+
+def test_gpu_not_in_lock_names_every_model(tmp_path: Path) -> None:
+    doc = json.loads((DATA / "snapshots" / "mixed-h100-a100.json").read_text())
+    doc["gpus"][7].update(name="NVIDIA GeForce RTX 4090", compute_capability="8.9",
+                          memory_mib=24564)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))
+    r = run_cli("verify", "--lock", str(DATA / "locks" / "h100-pypi.lock"), "--snapshot",
+                str(path), "--json")
+    (f,) = [f for f in json.loads(r.out)["findings"] if f["id"] == "gpu-not-in-lock"]
+    assert f["title"] == ("NVIDIA A100-SXM4-80GB (GPUs 4-6), NVIDIA GeForce RTX 4090 (GPU 7) "
+                          "are not GPUs the lock target h100-sxm was resolved for")
+    assert f["fix"] == ["envlock resolve --gpu 'A100 SXM4 80GB' --gpu 'GeForce RTX 4090' "
+                        "(or --together) to lock for them"]
