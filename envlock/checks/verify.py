@@ -188,8 +188,13 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
             skipped.append((name, "needs a GPU and its driver (--stage build)"))
     checked.append("advisories")
     judged = snapshot
-    if stage != "runtime":  # a build has no GPU and no driver: judge only what it has
-        judged = replace(snapshot, driver=None, gpus=(), links=())
+    if stage != "runtime":
+        # a build has no GPU and no driver, and its container's /dev/shm says nothing of
+        # the one the job will run in: judge only what the image carries
+        judged = replace(snapshot, driver=None, gpus=(), links=(),
+                         host=replace(snapshot.host, shm_bytes=None),
+                         provenance={**snapshot.provenance, "driver": "not-recorded",
+                                     "gpus": "not-recorded", "links": "not-recorded"})
     facts = facts_from_snapshot(judged, matrix)
     advisories = {f.id: f for f in advisory_findings(matrix, facts)}
     merged: List[Finding] = []

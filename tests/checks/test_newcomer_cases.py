@@ -315,3 +315,18 @@ def test_gpu_not_in_lock_names_every_model(tmp_path: Path) -> None:
                           "are not GPUs the lock target h100-sxm was resolved for")
     assert f["fix"] == ["envlock resolve --gpu 'A100 SXM4 80GB' --gpu 'GeForce RTX 4090' "
                         "(or --together) to lock for them"]
+
+
+def test_build_stage_does_not_judge_the_build_containers_shm(tmp_path: Path) -> None:
+    doc = json.loads((DATA / "snapshots" / "build-container.json").read_text())
+    doc["host"]["shm_bytes"] = 64 * 1024 * 1024  # docker build's default
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))
+    lock = str(DATA / "locks" / "h100-pypi.lock")
+
+    def ids(stage: str) -> List[str]:
+        r = run_cli("verify", "--lock", lock, "--snapshot", str(path), "--stage", stage, "--json")
+        return [f["id"] for f in json.loads(r.out)["findings"]]
+
+    assert "dev-shm-too-small-container" not in ids("build")
+    assert "dev-shm-too-small-container" in ids("runtime")  # where the job runs, it matters
