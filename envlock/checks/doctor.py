@@ -28,7 +28,11 @@ class DoctorResult:
 
     @property
     def ok(self) -> bool:
-        return not any(f.severity in ("error", "warning") for f in self.findings)
+        """Nothing blocks training (warnings fail only ``--strict``, as in verify, fleet)."""
+        return not any(f.severity == "error" for f in self.findings)
+
+    def failed(self, strict: bool = False) -> bool:
+        return not self.ok or (strict and any(f.severity == "warning" for f in self.findings))
 
     def to_dict(self) -> Dict[str, object]:
         d: Dict[str, object] = {"ok": self.ok, "findings": [f.to_dict() for f in self.findings]}

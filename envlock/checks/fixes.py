@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence
 from envlock.lock.model import Lock, LockedPackage, LockTarget
 
 if TYPE_CHECKING:
+    from envlock.checks.finding import Finding
     from envlock.snapshot import Library
 
 __all__ = ["FixContext", "reinstall_packages", "reinstall_lock", "uninstall_packages",
-           "loader_path_fix"]
+           "loader_path_fix", "lock_first"]
 
 #: the scratch file a grouped fix writes its requirements to (in the current directory)
 FIX_FILE = "envlock-fix.txt"
@@ -123,3 +124,31 @@ def loader_path_fix(lib: "Library", env: Mapping[str, str]) -> str:
         return f"{d} is a default loader directory: remove the package that installed {path}"
     return (f"drop {d} from LD_LIBRARY_PATH, or remove it from the /etc/ld.so.conf.d file "
             f"that lists it and run: sudo ldconfig")
+
+
+#: advisories fixed by installing the lock's torch build (their own fix names an unpinned
+#: ``torch==<version>``): with a lock at hand its pinned, hashed command comes first
+TORCH_BUILD_ADVISORIES = ("cpu-only-torch-on-gpu-host", "gpu-arch-dropped-from-torch-build",
+                          "blackwell-torch-without-sm100-sm120",
+                          "old-torch-without-ampere-hopper-kernels")
+#: advisories fixed by reinstalling the whole lock
+WHOLE_LOCK_ADVISORIES = ("cuda-wheel-major-mix",)
+
+
+def lock_first(findings: Sequence["Finding"], ctx: FixContext, lock: Lock,
+               target: LockTarget) -> List["Finding"]:
+    """Findings whose first fix installs from the lock where the lock can fix them; the
+    advisory's generic fix stays after it, for a machine without the lock."""
+    from dataclasses import replace
+
+    out = []
+    for f in findings:
+        first: Optional[str] = None
+        if f.id in TORCH_BUILD_ADVISORIES and target.package("torch") is not None:
+            first = reinstall_packages(ctx, lock, target, ["torch"], force=True)
+        elif f.id in WHOLE_LOCK_ADVISORIES:
+            first = reinstall_lock(ctx, lock, target)
+        if first is not None and (not f.fix or f.fix[0] != first):
+            f = replace(f, fix=(first,) + tuple(f.fix))
+        out.append(f)
+    return out

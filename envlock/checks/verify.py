@@ -33,7 +33,7 @@ from envlock.checks.advisories import advisory_findings
 from envlock.checks.facts import cuda_majors_of, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
 from envlock.checks.severity import settle_all
-from envlock.checks.fixes import (FixContext, loader_path_fix, reinstall_lock,
+from envlock.checks.fixes import (FixContext, loader_path_fix, lock_first, reinstall_lock,
                                   reinstall_packages, uninstall_packages)
 from envlock.errors import InputError
 from envlock.kernels import coverage
@@ -207,7 +207,8 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
             f = replace(f, sources=f.sources + sources,
                         detail=f"{f.detail} (advisory {', '.join(a.id for a in covered)})")
         merged.append(f)
-    findings = merged + [a for aid, a in advisories.items() if aid not in used]
+    findings = lock_first(merged + [a for aid, a in advisories.items() if aid not in used],
+                          ctx, lock, target)
     return VerifyResult(target=target.name, stage=stage,
                         findings=tuple(first + sort_findings(settle_all(findings))),
                         checked=tuple(checked), skipped=tuple(skipped))

@@ -280,7 +280,8 @@ def test_a_mixed_box_gets_one_severity_from_every_command(tmp_path: Path) -> Non
     r = run_cli("verify", "--lock", str(w["lock"]), "--snapshot", str(w["box"]), "--json")
     assert (r.code, _mixed(json.loads(r.out)["findings"])) == (0, ["warning"]), r.out
     r = run_cli("doctor", "--snapshot", str(w["box"]), "--json")
-    assert (r.code, _mixed(json.loads(r.out)["findings"])) == (1, ["warning"]), r.out
+    assert (r.code, _mixed(json.loads(r.out)["findings"])) == (0, ["warning"]), r.out
+    assert run_cli("doctor", "--snapshot", str(w["box"]), "--strict").code == 1
     r = run_cli("fleet", "--snapshots", str(w["glob"]), "--json")
     assert _mixed(json.loads(r.out)["findings"]) == ["warning"], r.out
     assert r.code == 0
@@ -330,3 +331,17 @@ def test_build_stage_does_not_judge_the_build_containers_shm(tmp_path: Path) -> 
 
     assert "dev-shm-too-small-container" not in ids("build")
     assert "dev-shm-too-small-container" in ids("runtime")  # where the job runs, it matters
+
+
+def test_doctor_with_the_lock_fixes_from_it_first(tmp_path: Path) -> None:
+    w = _h20_cpu_torch(tmp_path)
+    plain = json.loads(run_cli("doctor", "--snapshot", str(w["snapshot"]), "--json").out)
+    (f,) = [f for f in plain["findings"] if f["id"] == "cpu-only-torch-on-gpu-host"]
+    assert "torch==<version>" in f["fix"][0]  # without a lock, only the generic fix
+    r = run_cli("doctor", "--snapshot", str(w["snapshot"]), "--lock", str(w["lock"]), "--json")
+    (f,) = [f for f in json.loads(r.out)["findings"] if f["id"] == "cpu-only-torch-on-gpu-host"]
+    assert f["fix"][0] == ("pip install --no-deps --force-reinstall torch==2.1.2 "
+                           "--index-url https://pypi.org/simple")
+    assert r.code == 1
+    r = run_cli("doctor", "--snapshot", str(w["snapshot"]), "--target", "h20")
+    assert r.code == 2 and "--lock" in r.err
