@@ -104,6 +104,11 @@ def _world(tmp: Path) -> Iterator[IndexServer]:
                 add_package(pypi, tmp, name, installed(name))
             except Exception:  # noqa: BLE001 - not installed here: not pinned either
                 continue
+        # envlock's own tomli, for a Python 3.10 image (the README's lock is for 3.10)
+        try:
+            installed("tomli")
+        except Exception:  # noqa: BLE001 - not installed on 3.11+: publish PyPI's release
+            add_package(pypi, tmp, "tomli", "2.2.1")
         add_package(pypi, tmp, "nvidia-cublas-cu12", "12.4.5.8")
         # the README's pre-release example: a stable release and the pinned pre-release
         add_package(pypi, tmp, "nltk", "3.8.1")
