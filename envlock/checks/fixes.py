@@ -39,12 +39,16 @@ class FixContext:
         return f"{shlex.quote(self.python)} -m pip" if self.python else "pip"
 
 
+#: more pins than this go through a file the lock writes, not onto one long command line
+_MAX_PINS = 6
+
+
 def _export(ctx: FixContext, lock: Lock, target: LockTarget,
-            only: Optional[Sequence[str]] = None) -> str:
+            only: Optional[Sequence[str]] = None, fmt: str = "requirements") -> str:
     argv = ["envlock", "export", "--lock", ctx.lock_path]
     if len(lock.targets) > 1:
         argv += ["--target", target.name]
-    argv += ["--format", "requirements"]
+    argv += ["--format", fmt]
     if only:
         argv += ["--only", ",".join(only)]
     argv += ["-o", FIX_FILE]
@@ -69,6 +73,15 @@ def reinstall_packages(ctx: FixContext, lock: Lock, target: LockTarget,
     for p in target.packages:
         if p.name in names:
             by_index.setdefault(p.index, []).append(p)
+    pinned = [p for pkgs in by_index.values() for p in pkgs]
+    if len(pinned) > _MAX_PINS and len(by_index) == 1 and all(p.version for p in pinned):
+        # one index, many pins: the lock writes them (name==version) instead of a command
+        # line of hundreds of characters
+        (index,) = by_index
+        whole = len(pinned) == len(target.packages)
+        cmd = (f"{_export(ctx, lock, target, None if whole else names, fmt='constraints')} "
+               f"&& {ctx.pip} install --no-deps{force_flag} -r {FIX_FILE}")
+        return cmd + (f" --index-url {shlex.quote(index)}" if index else "")
     cmds = []
     for index, pkgs in by_index.items():
         pins = " ".join(shlex.quote(f"{p.name}=={p.version}" if p.version

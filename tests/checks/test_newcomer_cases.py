@@ -232,6 +232,15 @@ def test_cpu_torch_on_8_h20_is_one_finding_fixed_from_the_lock(tmp_path: Path) -
     assert f["fix"][0] == (f"pip install --no-deps --force-reinstall torch==2.1.2 "
                            f"--index-url https://pypi.org/simple")
     assert f["fix"][1].startswith("or reinstall the whole lock: ")
+    # 13 pins go through a file the lock writes, not onto a line of 800 characters
+    assert len(f["fix"][1]) < 300, f["fix"][1]
+    export = f["fix"][1].split(": ", 1)[1].split(" && ")[0].split()
+    assert export[:2] == ["envlock", "export"]
+    r = run_cli(*export[1:-1], str(tmp_path / "fix.txt"))
+    assert r.code == 0, r.err
+    pins = [ln for ln in (tmp_path / "fix.txt").read_text().splitlines()
+            if "==" in ln and not ln.startswith("#")]
+    assert "torch==2.1.2" in pins and len(pins) == 13
     assert not any("envlock resolve" in x or "torch==<version>" in x for x in f["fix"])
     text = run_cli("verify", "--lock", str(w["lock"]), "--snapshot", str(w["snapshot"])).out
     assert text.count("ERROR") == 1 and len(text.splitlines()) <= 8, text
@@ -345,3 +354,17 @@ def test_doctor_with_the_lock_fixes_from_it_first(tmp_path: Path) -> None:
     assert r.code == 1
     r = run_cli("doctor", "--snapshot", str(w["snapshot"]), "--target", "h20")
     assert r.code == 2 and "--lock" in r.err
+
+
+def test_fleet_reads_what_a_snapshot_did_not_record_as_unknown(tmp_path: Path) -> None:
+    """A node stated with only its GPUs recorded no driver: unknown, not a driver drift."""
+    d = tmp_path / "c"
+    d.mkdir()
+    for name, extra in (("a", ["--driver", "550.54.15"]), ("b", ["--driver", "550.54.15"]),
+                        ("c", [])):
+        assert run_cli("snapshot", "--gpu", "H100:8", *extra, "-o", str(d / f"{name}.json")
+                       ).code == 0
+    r = run_cli("fleet", "--snapshots", str(d / "*.json"), "--json")
+    ids = {f["id"]: f for f in json.loads(r.out)["findings"]}
+    assert "fleet-drift" not in ids, r.out
+    assert "driver" in json.dumps(ids["fleet-unknown"])
