@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -177,6 +176,11 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
     if stage == "runtime":
         for name, fn in (("driver", _driver), ("gpu-kernels", None), ("gpu-mix", _mix),
                          ("gpu-target", _gpu_target), ("env", _env)):
+            group = "driver" if name == "driver" else "gpus" if name != "env" else "env"
+            if not snapshot.recorded(group):  # unknown is not "none": not judged, and said
+                skipped.append((name, f"the snapshot did not record the {group} "
+                                      f"({snapshot.hardware_source or 'not probed'})"))
+                continue
             checked.append(name)
             if fn is None:
                 findings = _torch_build(findings, _kernels(lock, target, snapshot, ctx),

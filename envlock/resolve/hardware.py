@@ -511,8 +511,8 @@ def _explain(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Optio
                     and int(c.need.minimum.split(".")[0]) <= ceiling]
             best_fit = max(fits, key=lambda c: c.rank()) if fits else None
             archs = ", ".join(sorted({matrix.archs[g.arch].name for g in gpus}))
-            msg = (f"{desc}; driver {driver_label(target.driver)} is too new for it: {archs} GPUs are "
-                   f"supported only up to the R{ceiling} driver branch")
+            msg = (f"{desc}; driver {driver_label(target.driver)} is too new for it: {archs} "
+                   f"GPUs are supported only up to the R{ceiling} driver branch")
             if best_fit is not None and best_fit.need is not None:
                 msg += (f"; use an R{ceiling} driver (>= {best_fit.need.minimum}) with torch "
                         f"{best_fit.variant.release} {best_fit.variant.tag}")

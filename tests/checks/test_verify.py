@@ -36,7 +36,8 @@ CASES = [
     ("h100-old-driver", "build", 0, []),  # the build stage does not judge the driver
     ("h20-on-h100-lock", "runtime", 0, ["gpu-not-in-lock"]),
     ("build-container", "build", 0, []),
-    ("build-container", "runtime", 1, ["driver-unavailable"]),
+    # a snapshot taken without a hardware probe recorded no driver: not judged, not "none"
+    ("build-container", "runtime", 0, []),
 ]
 
 
@@ -46,6 +47,13 @@ def test_verify_matrix(snapshot: str, stage: str, code: int, expected: list) -> 
     assert r.code == code, r.out
     assert ids(data) == expected
     assert data["ok"] is (code == 0) and data["target"] == "h100-sxm" and data["stage"] == stage
+
+
+def test_runtime_checks_of_facts_a_snapshot_did_not_record_are_skipped_and_said() -> None:
+    _, data = verify("build-container", "--stage", "runtime")
+    skipped = {s["check"]: s["reason"] for s in data["skipped"]}
+    assert skipped["driver"] == "the snapshot did not record the driver (none)"
+    assert skipped["gpu-kernels"] == "the snapshot did not record the gpus (none)"
 
 
 def test_findings_carry_the_exact_fix() -> None:
