@@ -170,7 +170,7 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
         else:
             skipped.append(("package-files", "file hashes are checked only with --hashes"))
         checked.append("libraries")
-        findings += _libraries(target, snapshot)
+        findings += _libraries(target, snapshot, lock, ctx)
     checked.append("cuda-majors")
     findings += _cuda_majors(lock, target, snapshot, ctx)
     if stage == "runtime":
@@ -362,7 +362,8 @@ def _major(soname: Optional[str]) -> Optional[str]:
     return soname.rsplit(".so.", 1)[1].split(".")[0] if soname and ".so." in soname else None
 
 
-def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
+def _libraries(target: LockTarget, snap: Snapshot, lock: Optional[Lock] = None,
+               ctx: Optional[FixContext] = None) -> List[Finding]:
     """Per cause: system copies loading instead of the wheels' (one finding, whatever the
     number of libraries, since one search-path entry is the cause), other versions
     loading, several versions of one soname on the search path.
@@ -399,6 +400,9 @@ def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
                 fix: Tuple[str, ...] = ()
                 if sel.owner is None:
                     fix = (loader_path_fix(sel, snap.env) + " so the wheel's copy loads",)
+                elif lock is not None and target.package(sel.owner) is not None:
+                    fix = (reinstall_packages(ctx or FixContext(), lock, target, [sel.owner],
+                                              force=True),)  # the lock's pin and hashes
                 else:
                     fix = (f"pip install --no-deps '{sel.owner}=={want}'",)
                 out.append(Finding("library-version", "error", "library",
@@ -422,6 +426,7 @@ def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
                                         "LD_LIBRARY_PATH and uninstall unused nvidia-* wheels",),
                                        subject=lname))
                     break
+    out = _one_per_fix(out)
     if shadowed:
         libs = ", ".join(f"lib{n}" for n, *_ in shadowed)
         have = {getattr(s, "version", None) or "unknown version" for _, s, _, _ in shadowed}
@@ -454,6 +459,31 @@ def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
                            f"system {libs} on the loader's path: another soname than the "
                            f"lock's, so it cannot stand in for it", detail, (),
                            subject=bystanders[0][0] if len(bystanders) == 1 else None))
+    return out
+
+
+def _one_per_fix(findings: List[Finding]) -> List[Finding]:
+    """``library-version`` findings with the same fix (cuBLAS and cuBLASLt of one wheel,
+    two libraries from one directory) are one cause: one finding naming them all."""
+    groups: Dict[Tuple[str, ...], List[Finding]] = {}
+    for f in findings:
+        if f.id == "library-version":
+            groups.setdefault(f.fix, []).append(f)
+    out: List[Finding] = []
+    for f in findings:
+        group = groups.get(f.fix) if f.id == "library-version" else None
+        if group is None or len(group) == 1:
+            out.append(f)
+            continue
+        if f is not group[0]:
+            continue
+        libs = ", ".join(f"lib{g.subject}" for g in group)
+        have = ", ".join(sorted({g.title.split(" ")[1] for g in group}))
+        want = sorted({g.title.rsplit(" ", 1)[-1] for g in group})
+        out.append(replace(f, title=f"{libs} {have} would load, the lock expects "
+                                    f"{', '.join(want)}",
+                           detail="; ".join(g.detail for g in group), subject=None,
+                           extra={"items": [{"name": f"lib{g.subject}"} for g in group]}))
     return out
 
 

@@ -368,3 +368,22 @@ def test_fleet_reads_what_a_snapshot_did_not_record_as_unknown(tmp_path: Path) -
     ids = {f["id"]: f for f in json.loads(r.out)["findings"]}
     assert "fleet-drift" not in ids, r.out
     assert "driver" in json.dumps(ids["fleet-unknown"])
+
+
+def test_cublas_and_cublaslt_of_one_wheel_at_another_version_are_one_finding(
+        tmp_path: Path) -> None:
+    doc = json.loads((DATA / "snapshots" / "h100-match.json").read_text())
+    for lib in doc["libraries"]:
+        if lib["name"] in ("cublas", "cublasLt"):
+            lib["version"] = "12.1.3.1"
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))
+    r = run_cli("verify", "--lock", str(DATA / "locks" / "h100-pypi.lock"), "--snapshot",
+                str(path), "--json")
+    (f,) = [f for f in json.loads(r.out)["findings"] if f["id"] == "library-version"]
+    assert f["title"] == ("libcublas, libcublasLt 12.1.3.1 would load, the lock expects "
+                          "12.4.5.8")
+    lock = DATA / "locks" / "h100-pypi.lock"
+    assert f["fix"] == [f"envlock export --lock {lock} --format requirements --only "
+                        f"nvidia-cublas-cu12 -o envlock-fix.txt && pip install --no-deps "
+                        f"--force-reinstall --require-hashes -r envlock-fix.txt"]
