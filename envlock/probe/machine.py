@@ -120,8 +120,9 @@ def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optio
             from envlock.probe.driverfs import gpus_from_sysfs
 
             gpu_list = gpus_from_sysfs()
-            if gpu_list:
+            if gpu_list or os.path.isdir("/sys/bus/pci/devices"):  # the bus was read
                 provenance["gpus"] = "observed"
+            if gpu_list:
                 notes.append(f"{len(gpu_list)} NVIDIA GPU(s) on the PCI bus; names and "
                              f"capabilities unknown because NVML failed ({drv.error})")
         if (drv is None or not drv.version) and stated_driver is not None:
