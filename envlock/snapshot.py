@@ -178,6 +178,13 @@ class Snapshot:
                 return "stated" if present else "not-recorded"
         return "observed"
 
+    def normalized(self) -> "Snapshot":
+        """The same snapshot keeping only the provenance that differs from what the rest
+        implies, so a JSON round trip gives an equal value."""
+        base = replace(self, provenance={})
+        explicit = {k: v for k, v in self.provenance.items() if v != base.provenance_of(k)}
+        return replace(self, provenance=explicit)
+
     def recorded(self, group: str) -> bool:
         """Whether the snapshot holds this fact group at all (stated counts)."""
         return self.provenance_of(group) != "not-recorded"
@@ -286,9 +293,7 @@ class Snapshot:
             notes=tuple(notes),
             extra=extra,
         )
-        # keep only what differs from what the rest implies, so a round trip is equal
-        explicit = {k: v for k, v in prov.items() if v != snap.provenance_of(k)}
-        return replace(snap, provenance=explicit) if explicit else snap
+        return replace(snap, provenance=prov).normalized()
 
     # -- views -------------------------------------------------------------------------
     def visible_gpus(self) -> List[GpuInfo]:

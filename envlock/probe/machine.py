@@ -161,4 +161,4 @@ def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optio
         host=host, python=py, driver=drv, gpus=tuple(gpu_list), links=tuple(links),
         packages=packages, libraries=libraries, torch=torch, env=relevant_env(env),
         hardware_source=hw_source, notes=tuple(notes), provenance=provenance,
-    )
+    ).normalized()
