@@ -387,3 +387,23 @@ def test_cublas_and_cublaslt_of_one_wheel_at_another_version_are_one_finding(
     assert f["fix"] == [f"envlock export --lock {lock} --format requirements --only "
                         f"nvidia-cublas-cu12 -o envlock-fix.txt && pip install --no-deps "
                         f"--force-reinstall --require-hashes -r envlock-fix.txt"]
+
+
+@pytest.mark.parametrize(("via", "source", "fix"), [
+    ("LD_LIBRARY_PATH", None, "unset LD_LIBRARY_PATH or drop /opt/cuda/lib64 from it"),
+    ("ld.so.cache", "/etc/ld.so.conf.d/cuda-12-4.conf",
+     "remove /opt/cuda/lib64 from /etc/ld.so.conf.d/cuda-12-4.conf, then run: sudo ldconfig"),
+    ("LD_PRELOAD", None, "drop /opt/cuda/lib64/libcudart.so.12 from LD_PRELOAD"),
+    ("RPATH", "/opt/app/libapp.so", "/opt/app/libapp.so has /opt/cuda/lib64 in its RPATH: "
+     "rebuild it with RUNPATH or without that directory (patchelf --remove-rpath)"),
+    (None, None, "drop /opt/cuda/lib64 from LD_LIBRARY_PATH, or remove it from the "
+     "/etc/ld.so.conf.d file that lists it and run: sudo ldconfig"),
+])
+def test_a_shadow_is_fixed_where_it_comes_from(via: Optional[str], source: Optional[str],
+                                               fix: str) -> None:
+    from envlock.checks.fixes import loader_path_fix
+    from envlock.snapshot import Library
+
+    lib = Library("cudart", "12.4", "/opt/cuda/lib64/libcudart.so.12", selected=True,
+                  via=via, via_source=source)
+    assert loader_path_fix(lib, {}) == fix
