@@ -90,9 +90,11 @@ class MatrixError(EnvlockError):
 class UnknownGpuError(EnvlockError):
     """A GPU name matched nothing in the matrix."""
 
-    def __init__(self, name: str, suggestions: list[str]) -> None:
+    def __init__(self, name: str, suggestions: list[str], note: str = "") -> None:
         msg = f"unknown GPU {name!r}"
-        if suggestions:
+        if note:
+            msg += f": {note}"
+        elif suggestions:
             msg += "; did you mean " + ", ".join(repr(s) for s in suggestions) + "?"
         super().__init__(msg)
         self.name = name

@@ -26,9 +26,16 @@ __all__ = [
     "TorchInfo",
     "Snapshot",
     "load_snapshot",
+    "PROVENANCE",
+    "FACT_GROUPS",
 ]
 
 SCHEMA = "envlock.snapshot/1"
+#: How a snapshot knows a fact: read on the machine, stated by the user (``--gpu``,
+#: ``--driver`` on a build host), or not recorded at all (unknown, never "none").
+PROVENANCE = ("observed", "stated", "not-recorded")
+#: The facts provenance is kept for.
+FACT_GROUPS = ("driver", "gpus", "links", "packages", "libraries", "torch", "env", "host")
 LINK_KINDS = ("NVLINK", "NVSWITCH", "PIX", "PXB", "PHB", "NODE", "SYS")
 
 
@@ -92,6 +99,29 @@ class Library:
     owner: Optional[str] = None
     selected: bool = False
     loaded: Optional[bool] = None
+    #: the soname the file carries (``libcudart.so.12``); copies with different sonames
+    #: never stand in for each other, whatever their versions
+    soname: Optional[str] = None
+    #: for the selected copy, the loader step that found it: LD_PRELOAD, RPATH,
+    #: LD_LIBRARY_PATH, RUNPATH, ld.so.cache, default (None: not recorded)
+    via: Optional[str] = None
+    #: what put it on that path: the ld.so.conf file naming its directory, or the object
+    #: whose RPATH/RUNPATH does
+    via_source: Optional[str] = None
+
+    @property
+    def soname_key(self) -> Optional[str]:
+        """The soname, or for snapshots that did not record it the one the file name
+        implies (``libcudart.so.12.1.105`` -> ``libcudart.so.12``).
+
+        >>> Library("cudart", path="/usr/local/cuda-13.0/lib/libcudart.so.13.0.96").soname_key
+        'libcudart.so.13'
+        """
+        if self.soname:
+            return self.soname
+        base = (self.path or "").rsplit("/", 1)[-1]
+        m = re.match(r"^(lib[A-Za-z_]+?)(?:-[0-9a-f]{8})?\.so\.(\d+)", base)
+        return f"{m.group(1)}.so.{m.group(2)}" if m else None
 
 
 @dataclass(frozen=True)
@@ -119,7 +149,45 @@ class Snapshot:
     #: how the hardware facts were obtained: probed | stated (--gpu/--driver) | none
     hardware_source: Optional[str] = None
     notes: Tuple[str, ...] = ()
+    #: per fact group (:data:`FACT_GROUPS`), one of :data:`PROVENANCE`; a group missing
+    #: here is derived by :meth:`provenance_of` (old snapshots carry none)
+    provenance: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    # -- provenance --------------------------------------------------------------------
+    def provenance_of(self, group: str) -> str:
+        """``observed``, ``stated`` or ``not-recorded`` for one of :data:`FACT_GROUPS`.
+
+        Snapshots written before provenance was recorded are read by what their
+        ``hardware_source`` implies: a stated snapshot stated its GPUs and driver and
+        probed no links; one with no hardware probe recorded none of the three.
+
+        >>> Snapshot(hardware_source="stated").provenance_of("links")
+        'not-recorded'
+        """
+        present = {"driver": self.driver is not None, "gpus": bool(self.gpus),
+                   "links": bool(self.links)}.get(group)
+        if group in self.provenance:
+            value = self.provenance[group]
+            # facts a person added to a file are there: stated, whatever the label says
+            return "stated" if value == "not-recorded" and present else value
+        if group in ("driver", "gpus", "links"):
+            if self.hardware_source == "none":
+                return "not-recorded"
+            if self.hardware_source == "stated":
+                return "stated" if present else "not-recorded"
+        return "observed"
+
+    def normalized(self) -> "Snapshot":
+        """The same snapshot keeping only the provenance that differs from what the rest
+        implies, so a JSON round trip gives an equal value."""
+        base = replace(self, provenance={})
+        explicit = {k: v for k, v in self.provenance.items() if v != base.provenance_of(k)}
+        return replace(self, provenance=explicit)
+
+    def recorded(self, group: str) -> bool:
+        """Whether the snapshot holds this fact group at all (stated counts)."""
+        return self.provenance_of(group) != "not-recorded"
 
     # -- JSON --------------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
@@ -139,6 +207,7 @@ class Snapshot:
             d["torch"] = t
         d["env"] = dict(sorted(self.env.items()))
         d["hardware_source"] = self.hardware_source
+        d["provenance"] = {g: self.provenance_of(g) for g in FACT_GROUPS}
         d["notes"] = list(self.notes)
         for k, v in self.extra.items():
             d.setdefault(k, v)
@@ -202,16 +271,21 @@ class Snapshot:
         packages = r.str_map(data.get("packages") or {}, "packages")
         env = r.str_map(data.get("env") or {}, "env")
         known = {"schema", "taken_at", "host", "python", "driver", "gpus", "links", "packages",
-                 "libraries", "torch", "env", "hardware_source", "notes"}
+                 "libraries", "torch", "env", "hardware_source", "notes", "provenance"}
         extra = {k: v for k, v in data.items() if k not in known}
         notes = r.str_array(data.get("notes"), "notes")
         source = data.get("hardware_source")
         if source is not None and not isinstance(source, str):
             r.fail("hardware_source", "expected a string")
+        prov = r.str_map(data.get("provenance") or {}, "provenance")
+        for k, v in prov.items():
+            if v not in PROVENANCE:
+                r.fail(f"provenance.{k}", f"{v!r} is not one of {', '.join(PROVENANCE)}")
+        prov = {k: v for k, v in prov.items() if k in FACT_GROUPS}
         taken = data.get("taken_at")
         if taken is not None and not isinstance(taken, str):
             r.fail("taken_at", "expected a string")
-        return cls(
+        snap = cls(
             taken_at=taken,
             host=host, python=python, driver=driver, gpus=gpus, links=links,
             packages=packages, libraries=libraries, torch=torch, env=env,
@@ -219,6 +293,7 @@ class Snapshot:
             notes=tuple(notes),
             extra=extra,
         )
+        return replace(snap, provenance=prov).normalized()
 
     # -- views -------------------------------------------------------------------------
     def visible_gpus(self) -> List[GpuInfo]:

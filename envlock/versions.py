@@ -20,6 +20,7 @@ from typing import Optional
 from packaging.version import InvalidVersion, Version
 
 __all__ = [
+    "driver_label",
     "V",
     "parse_version",
     "is_version",
@@ -62,6 +63,17 @@ def is_driver_version(text: object) -> bool:
 def driver_branch(version: str) -> int:
     """``"535.104.05"`` -> 535."""
     return int(version.split(".", 1)[0])
+
+
+def driver_label(version: str) -> str:
+    """How to name a driver to a person: a branch's floor (``460.0``, what ``--driver 460``
+    resolves against) is no release anyone installed, so it reads as the branch.
+
+    >>> driver_label("460.0"), driver_label("535.104.05")
+    ('R460', '535.104.05')
+    """
+    m = re.fullmatch(r"(\d{3})\.0", version or "")
+    return f"R{m.group(1)}" if m else version
 
 
 def cuda_from_int(value: int) -> str:

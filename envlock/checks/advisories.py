@@ -66,12 +66,15 @@ def advisory_finding(adv: Advisory, detail_prefix: str = "", score: Optional[flo
         detail += f" Not confirmed: {', '.join(not_confirmed)} unknown."
     if detail_prefix:
         detail = f"{detail_prefix} {detail}"
+    from envlock.checks.severity import KIND_SEVERITY
+
     extra: dict = {"status": adv.status}
     if facts is not None and adv.condition is not None:
         outcome = judge(adv.condition, facts)
         if outcome.because:  # how the verdict was reached (JSON, --verbose)
             extra["because"] = list(outcome.because)
-    return Finding(id=adv.id, severity=adv.severity, category=adv.category, title=adv.title,
+    return Finding(id=adv.id, severity=KIND_SEVERITY.get(adv.id, adv.severity),
+                   category=adv.category, title=adv.title,
                    detail=detail.strip(), fix=adv.fix, sources=adv.sources, score=score,
                    extra=extra, not_confirmed=tuple(not_confirmed))
 

@@ -36,7 +36,11 @@ class DoctorResult:
 
     @property
     def ok(self) -> bool:
-        return not any(f.severity in ("error", "warning") for f in self.findings)
+        """Nothing blocks training (warnings fail only ``--strict``, as in verify, fleet)."""
+        return not any(f.severity == "error" for f in self.findings)
+
+    def failed(self, strict: bool = False) -> bool:
+        return not self.ok or (strict and any(f.severity == "warning" for f in self.findings))
 
     def to_dict(self) -> Dict[str, object]:
         d: Dict[str, object] = {"ok": self.ok, "findings": [f.to_dict() for f in self.findings]}
@@ -165,6 +169,9 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
         left = [i for i in ids.split(", ") if i not in reported]  # a log may report them
         if left:
             skipped.append((", ".join(left), why))
-    return DoctorResult(findings=tuple(sort_findings(findings)), smoke=tuple(annotated),
+    from envlock.checks.severity import settle_all
+
+    return DoctorResult(findings=tuple(sort_findings(settle_all(findings))),
+                        smoke=tuple(annotated),
                         ruled_out=ruled, not_checked=tuple(skipped), judged_from=judged_from,
                         diagnosis=diagnosis)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -32,7 +31,10 @@ from packaging.version import InvalidVersion, Version
 from envlock.checks.advisories import advisory_findings
 from envlock.knowledge.facts import cuda_majors_of, facts_from_snapshot
 from envlock.checks.finding import Finding, sort_findings
-from envlock.checks.fixes import FixContext, reinstall_lock, reinstall_packages, uninstall_packages
+from envlock.checks.libraries import library_findings, versions_agree
+from envlock.checks.severity import settle_all
+from envlock.checks.fixes import (FixContext, lock_first, reinstall_lock,
+                                  reinstall_packages, uninstall_packages)
 from envlock.errors import InputError
 from envlock.kernels import coverage
 from envlock.lock.model import Lock, LockTarget
@@ -57,12 +59,10 @@ SUBSUMES = {
                          "system-nvjitlink-shadows-wheel"),
     "gpu-no-kernels": ("blackwell-torch-without-sm100-sm120",
                        "gpu-arch-dropped-from-torch-build",
-                       "old-torch-without-ampere-hopper-kernels"),
+                       "old-torch-without-ampere-hopper-kernels",
+                       "cpu-only-torch-on-gpu-host"),
     "gpu-mixed-capability": ("multi-gpu-sigsegv-mixed-gpus",),
 }
-
-_LOCK_TO_LIBS = {"cublas": ("cublas", "cublasLt"), "cudnn": ("cudnn",), "nccl": ("nccl",),
-                 "cudart": ("cudart",), "nvjitlink": ("nvjitlink",)}
 
 
 @dataclass(frozen=True)
@@ -96,19 +96,6 @@ def names_title(names: Sequence[str], limit: int = 5) -> str:
     """``a, b, c, ...``: the first few names of a group, for a one-line title."""
     shown = ", ".join(names[:limit])
     return shown + (", ..." if len(names) > limit else "")
-
-
-def versions_agree(a: str, b: str) -> bool:
-    """Equal on every component both spell out: ``9.1.0`` agrees with ``9.1.0.70``."""
-    pa = a.split("+")[0].split(".")
-    pb = b.split("+")[0].split(".")
-    n = min(len(pa), len(pb))
-    if n == 0:
-        return False
-    try:
-        return [int(x) for x in pa[:n]] == [int(x) for x in pb[:n]]
-    except ValueError:
-        return pa[:n] == pb[:n]
 
 
 def choose_target(lock: Lock, snapshot: Snapshot, matrix: Matrix,
@@ -168,25 +155,40 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
         else:
             skipped.append(("package-files", "file hashes are checked only with --hashes"))
         checked.append("libraries")
-        findings += _libraries(target, snapshot)
+        findings += library_findings(target, snapshot, lock, ctx)
     checked.append("cuda-majors")
     findings += _cuda_majors(lock, target, snapshot, ctx)
     if stage == "runtime":
-        for name, fn in (("driver", _driver), ("gpu-kernels", _kernels), ("gpu-mix", _mix),
+        for name, fn in (("driver", _driver), ("gpu-kernels", None), ("gpu-mix", _mix),
                          ("gpu-target", _gpu_target), ("env", _env)):
+            group = "driver" if name == "driver" else "gpus" if name != "env" else "env"
+            if not snapshot.recorded(group):  # unknown is not "none": not judged, and said
+                skipped.append((name, f"the snapshot did not record the {group} "
+                                      f"({snapshot.hardware_source or 'not probed'})"))
+                continue
             checked.append(name)
-            findings += fn(target, snapshot, matrix)
-        from envlock.checks.arch_span import arch_span_findings
+            if fn is None:
+                findings = _torch_build(findings, _kernels(lock, target, snapshot, ctx),
+                                        lock, target, ctx)
+            else:
+                findings += fn(target, snapshot, matrix)
+        if snapshot.recorded("gpus"):
+            from envlock.checks.arch_span import arch_span_findings
 
-        checked.append("gpu-arch-span")
-        findings += arch_span_findings(snapshot)
+            checked.append("gpu-arch-span")
+            findings += arch_span_findings(snapshot)
     else:
         for name in RUNTIME_CHECKS:
             skipped.append((name, "needs a GPU and its driver (--stage build)"))
     checked.append("advisories")
     judged = snapshot
-    if stage != "runtime":  # a build has no GPU and no driver: judge only what it has
-        judged = replace(snapshot, driver=None, gpus=(), links=())
+    if stage != "runtime":
+        # a build has no GPU and no driver, and its container's /dev/shm says nothing of
+        # the one the job will run in: judge only what the image carries
+        judged = replace(snapshot, driver=None, gpus=(), links=(),
+                         host=replace(snapshot.host, shm_bytes=None),
+                         provenance={**snapshot.provenance, "driver": "not-recorded",
+                                     "gpus": "not-recorded", "links": "not-recorded"})
     facts = facts_from_snapshot(judged, matrix)
     advisories = {f.id: f for f in advisory_findings(matrix, facts)}
     merged: List[Finding] = []
@@ -199,9 +201,10 @@ def verify(lock: Lock, target: LockTarget, snapshot: Snapshot, matrix: Matrix, *
             f = replace(f, sources=f.sources + sources,
                         detail=f"{f.detail} (advisory {', '.join(a.id for a in covered)})")
         merged.append(f)
-    findings = merged + [a for aid, a in advisories.items() if aid not in used]
+    findings = lock_first(merged + [a for aid, a in advisories.items() if aid not in used],
+                          ctx, lock, target)
     return VerifyResult(target=target.name, stage=stage,
-                        findings=tuple(first + sort_findings(findings)),
+                        findings=tuple(first + sort_findings(settle_all(findings))),
                         checked=tuple(checked), skipped=tuple(skipped))
 
 
@@ -345,69 +348,6 @@ def _package_files(lock: Lock, target: LockTarget, snap: Snapshot,
                     subject=names[0] if len(names) == 1 else None, extra={"items": items})]
 
 
-def _libraries(target: LockTarget, snap: Snapshot) -> List[Finding]:
-    """Per cause: system copies loading instead of the wheels' (one finding, whatever the
-    number of libraries, since one LD_LIBRARY_PATH entry is the cause), other versions
-    loading, several versions on the search path."""
-    out: List[Finding] = []
-    by_name: Dict[str, list] = {}
-    for lib in snap.libraries:
-        by_name.setdefault(lib.name, []).append(lib)
-    shadowed: List[Tuple[str, object, object, Optional[str]]] = []  # (lib, system, wheel, want)
-    for key, names in _LOCK_TO_LIBS.items():
-        want = target.libraries.get(key)
-        for lname in names:
-            copies = by_name.get(lname, [])
-            sel = next((c for c in copies if c.selected), None)
-            wheel = [c for c in copies if c.owner]
-            if sel is not None and sel.owner is None and wheel:
-                shadowed.append((lname, sel, wheel[0], want))
-            elif want and sel is not None and sel.version and not versions_agree(sel.version,
-                                                                                 want):
-                where = sel.owner or "a system copy"
-                fix: Tuple[str, ...] = ()
-                if sel.owner is None:
-                    fix = (f"remove {os.path.dirname(sel.path or '')} from LD_LIBRARY_PATH "
-                           f"(or the ldconfig cache) so the wheel's copy loads",)
-                else:
-                    fix = (f"pip install --no-deps '{sel.owner}=={want}'",)
-                out.append(Finding("library-version", "error", "library",
-                                   f"lib{lname} {sel.version} would load, the lock expects {want}",
-                                   f"the loader picks {sel.path} ({where})", fix,
-                                   subject=lname))
-            versions = {c.version for c in copies if c.version}
-            if len(versions) > 1 and not (sel is not None and sel.owner is None and wheel):
-                out.append(Finding("library-duplicate", "warning", "library",
-                                   f"{len(copies)} copies of lib{lname} with "
-                                   f"{len(versions)} versions on the search path",
-                                   "; ".join(f"{c.path} {c.version or '?'}" for c in copies[:4]),
-                                   ("keep one copy: remove stale CUDA installs from "
-                                    "LD_LIBRARY_PATH and uninstall unused nvidia-* wheels",),
-                                   subject=lname))
-    if shadowed:
-        libs = ", ".join(f"lib{n}" for n, *_ in shadowed)
-        dirs = list(dict.fromkeys(os.path.dirname(getattr(s, "path", "") or "")
-                                  for _, s, _, _ in shadowed))
-        have = {getattr(s, "version", None) or "unknown version" for _, s, _, _ in shadowed}
-        wants = {w for *_, w in shadowed if w}
-        lock_says = f", the lock has {', '.join(sorted(wants))}" if wants else ""
-        title = (f"system {libs} {', '.join(sorted(have))} load"
-                 f"{'s' if len(shadowed) == 1 else ''} instead of the wheel's{lock_says}")
-        detail = "; ".join(f"{getattr(s, 'path', '')} ({getattr(s, 'version', None) or '?'}) "
-                           f"loads before {getattr(w, 'path', '')} ({getattr(w, 'owner', '')} "
-                           f"{getattr(w, 'version', None) or ''}".rstrip() + ")"
-                           for _, s, w, _ in shadowed)
-        items = [{"name": f"lib{n}", "loads": getattr(s, "path", ""),
-                  "version": getattr(s, "version", None) or "unknown",
-                  "instead_of": getattr(w, "path", ""), "locked": want or "unknown"}
-                 for n, s, w, want in shadowed]
-        out.append(Finding("library-shadowed", "error", "library", title, detail,
-                           (f"unset LD_LIBRARY_PATH or drop {' and '.join(dirs)} from it",),
-                           subject=shadowed[0][0] if len(shadowed) == 1 else None,
-                           extra={"items": items}))
-    return out
-
-
 def _cuda_majors(lock: Lock, target: LockTarget, snap: Snapshot,
                  ctx: FixContext) -> List[Finding]:
     majors = cuda_majors_of(snap.packages)
@@ -454,7 +394,19 @@ def _driver(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]
     return out
 
 
-def _kernels(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
+def _locked_torch(target: LockTarget) -> str:
+    """``2.1.2+cu121``: the locked torch with its build, even when PyPI's name has none."""
+    t = target.torch
+    if t is None:
+        return "?"
+    v = t.installed_version or t.version
+    return v if "+" in v or not t.variant else f"{v}+{t.variant}"
+
+
+def _kernels(lock: Lock, target: LockTarget, snap: Snapshot,
+             ctx: FixContext) -> List[Finding]:
+    """One finding for every visible GPU the installed torch has no kernels for (one
+    cause: the torch build), fixed from the lock when the lock's torch has them."""
     arch: Optional[Sequence[str]] = None
     if snap.torch is not None and snap.torch.arch_list is not None:
         arch = snap.torch.arch_list  # what is installed, even a CPU build's empty list
@@ -462,19 +414,73 @@ def _kernels(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding
         arch = tuple(target.torch.arch_list) + tuple(target.torch.ptx or ())
     if arch is None or (snap.torch is None and "torch" not in snap.packages):
         return []
-    out = []
-    for g in snap.visible_gpus():
-        if not g.compute_capability:
-            continue
-        if not coverage(arch, g.compute_capability).ok:
-            sm = "sm_" + g.compute_capability.replace(".", "")
-            built = f"compiled for: {' '.join(arch)}" if arch else \
-                "the installed torch is a CPU-only build"
-            out.append(Finding("gpu-no-kernels", "error", "gpu-arch",
-                               f"the installed torch has no kernels for {g.name} ({sm})", built,
-                               (f"envlock resolve --gpu '{g.name}' and install that lock",),
-                               subject=str(g.index)))
-    return out
+    bare = [g for g in snap.visible_gpus()
+            if g.compute_capability and not coverage(arch, g.compute_capability).ok]
+    if not bare:
+        return []
+    sms = list(dict.fromkeys(f"{g.name} (sm_{(g.compute_capability or '').replace('.', '')})"
+                             for g in bare))
+    built = f"compiled for: {' '.join(arch)}" if arch else \
+        "the installed torch is a CPU-only build"
+    locked_arch = (tuple(target.torch.arch_list or ()) + tuple(target.torch.ptx or ())
+                   if target.torch is not None and target.torch.arch_list is not None else None)
+    lock_has_them = locked_arch is not None and all(
+        coverage(locked_arch, g.compute_capability or "").ok for g in bare)
+    if lock_has_them and target.package("torch") is not None:
+        fix: Tuple[str, ...] = (reinstall_packages(ctx, lock, target, ["torch"], force=True),
+                                "or reinstall the whole lock: " +
+                                reinstall_lock(ctx, lock, target))
+    else:
+        names = " ".join(f"--gpu '{_short(n)}'" for n in
+                         dict.fromkeys(g.name or "" for g in bare))
+        fix = (f"envlock resolve {names} and install that lock",)
+    if len(bare) == 1:
+        title = f"the installed torch has no kernels for {sms[0]}"
+    else:
+        what = sms[0] if len(sms) == 1 else ", ".join(sms)
+        title = f"the installed torch has no kernels for {len(bare)} GPUs: {what}"
+    return [Finding("gpu-no-kernels", "error", "gpu-arch", title, built, fix,
+                    subject=str(bare[0].index) if len(bare) == 1 else "gpus",
+                    extra={"items": [{"gpu": g.index, "name": g.name,
+                                      "compute_capability": g.compute_capability}
+                                     for g in bare],
+                           "lock_has_kernels": lock_has_them})]
+
+
+def _torch_build(findings: List[Finding], kernels: List[Finding], lock: Lock,
+                 target: LockTarget, ctx: FixContext) -> List[Finding]:
+    """A torch at another version than the lock's and GPUs without kernels are one cause
+    when the lock's torch has those kernels: one finding, the lock's install first."""
+    if not kernels:
+        return findings
+    k = kernels[0]
+    pv = next((f for f in findings if f.id == "package-version"
+               and any(i["name"] == "torch" for i in f.extra.get("items", ()))), None)
+    if pv is None or not k.extra.get("lock_has_kernels"):
+        return findings + kernels
+    item = next(i for i in pv.extra["items"] if i["name"] == "torch")
+    n = len(k.extra.get("items", ()))
+    title = (f"torch {item['installed']} installed, the lock has {_locked_torch(target)}; "
+             f"{n} GPU{'s' if n != 1 else ''} without kernels")
+    merged = replace(k, title=title,
+                     detail=f"{k.detail}; the lock's torch {_locked_torch(target)} has "
+                            f"kernels for {'it' if n == 1 else 'them'}",
+                     extra={**k.extra, "torch": item})
+    rest = [i for i in pv.extra["items"] if i["name"] != "torch"]
+    out = [f for f in findings if f is not pv]
+    if rest:  # the other packages are their own cause
+        names = [i["name"] for i in rest]
+        out.append(replace(pv, title=(f"{rest[0]['name']} {rest[0]['installed']} is installed, "
+                                      f"the lock has {rest[0]['locked']}" if len(rest) == 1 else
+                                      f"{len(rest)} packages differ from the lock: " +
+                                      names_title([f"{i['name']} {i['installed']} (lock "
+                                                   f"{i['locked']})" for i in rest], 3)),
+                           detail="; ".join(f"{i['name']}: installed {i['installed']}, locked "
+                                            f"{i['locked']}" for i in rest),
+                           fix=(reinstall_packages(ctx, lock, target, names),) + pv.fix[1:],
+                           subject=names[0] if len(names) == 1 else None,
+                           extra={"items": rest}))
+    return out + [merged]
 
 
 def _mix(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
@@ -496,20 +502,37 @@ def _mix(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
 
 
 def _gpu_target(target: LockTarget, snap: Snapshot, matrix: Matrix) -> List[Finding]:
+    """One finding naming every GPU model here that the lock target was not resolved for."""
     if not target.gpu_models:
         return []
-    out = []
+    outside: Dict[str, List[int]] = {}
+    short: Dict[str, str] = {}
     for g in snap.visible_gpus():
         m = matrix.find_gpu(g.name, g.memory_mib) if g.name else None
         if m is None or m.id in target.gpu_models:
             continue
-        out.append(Finding("gpu-not-in-lock", "warning", "gpu-arch",
-                           f"{g.name} is not a GPU the lock target {target.name} was resolved for",
-                           f"target {target.name}: {', '.join(target.gpus)}",
-                           (f"envlock resolve --gpu '{_short(m.name)}' (or --together) to "
-                            f"lock for it",), subject=str(g.index)))
-        break
-    return out
+        outside.setdefault(g.name or m.name, []).append(g.index)
+        short[g.name or m.name] = _short(m.name)
+    if not outside:
+        return []
+    names = list(outside)
+    which = ", ".join(f"{n} (GPU{'s' if len(ix) > 1 else ''} {_indices(ix)})"
+                      for n, ix in outside.items())
+    verb = "is not a GPU" if len(names) == 1 else "are not GPUs"
+    gpus = " ".join(f"--gpu '{short[n]}'" for n in names)
+    return [Finding("gpu-not-in-lock", "warning", "gpu-arch",
+                    f"{which} {verb} the lock target {target.name} was resolved for",
+                    f"target {target.name}: {', '.join(target.gpus)}",
+                    (f"envlock resolve {gpus} (or --together) to lock for "
+                     f"{'it' if len(names) == 1 else 'them'}",),
+                    subject=str(outside[names[0]][0]) if len(names) == 1 else "gpus")]
+
+
+def _indices(ix: Sequence[int]) -> str:
+    """``4-7`` for a run, ``0, 2`` otherwise."""
+    if len(ix) > 2 and list(ix) == list(range(ix[0], ix[-1] + 1)):
+        return f"{ix[0]}-{ix[-1]}"
+    return ", ".join(map(str, ix))
 
 
 def _short(name: str) -> str:

@@ -86,6 +86,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                     "CUDA stack for your hardware, and verify machines against the lock.",
         epilog="Exit codes: 0 ok, 1 drift/problems found, 2 usage or input error, "
                "3 no PyTorch build fits, 4 package index error, 5 invalid matrix, "
+               "6 requirements conflict, 7 sdist build failed or forbidden (--no-build), "
                "70 internal error, 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"envlock {__version__}")

@@ -49,20 +49,46 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.set_defaults(run=run)
 
 
+def _gpu_ids() -> Tuple[str, ...]:
+    """The matrix's GPU ids (``h100-sxm``, ``rtx-4090``): ``--gpu`` takes them, and unlike
+    the marketing names they hold no spaces a shell would split."""
+    from envlock.matrix import get_matrix
+
+    return tuple(sorted(get_matrix().gpus))
+
+
+def _advisory_ids() -> Tuple[str, ...]:
+    from envlock.matrix import get_matrix
+
+    return tuple(sorted(get_matrix().advisories))
+
+
+#: values the matrix knows, for options and positionals argparse gives no choices
+_DYNAMIC_OPTIONS = {"--gpu": _gpu_ids}
+_DYNAMIC_POSITIONALS = {("explain", "id"): _advisory_ids}
+
+
 def _options(parser: argparse.ArgumentParser) -> Tuple[Option, ...]:
     out = []
     for a in parser._actions:  # argparse has no public walk; _actions is stable since 2.7
         if not a.option_strings or a.help == argparse.SUPPRESS:
             continue
+        choices = tuple(str(c) for c in (a.choices or ()))
+        dynamic = next((_DYNAMIC_OPTIONS[f] for f in a.option_strings if f in _DYNAMIC_OPTIONS),
+                       None)
+        if not choices and dynamic is not None:
+            choices = dynamic()
         out.append(Option(tuple(a.option_strings), (a.help or "").split(";")[0].strip(),
-                          a.nargs != 0, tuple(str(c) for c in (a.choices or ()))))
+                          a.nargs != 0, choices))
     return tuple(out)
 
 
-def _positional_choices(parser: argparse.ArgumentParser) -> Tuple[str, ...]:
+def _positional_choices(parser: argparse.ArgumentParser, name: str = "") -> Tuple[str, ...]:
     for a in parser._actions:
         if not a.option_strings and a.choices and not isinstance(a, argparse._SubParsersAction):
             return tuple(str(c) for c in a.choices)
+        if not a.option_strings and (name, a.dest) in _DYNAMIC_POSITIONALS:
+            return _DYNAMIC_POSITIONALS[(name, a.dest)]()
     return ()
 
 
@@ -73,7 +99,7 @@ def _tree(parser: argparse.ArgumentParser, name: str, help_: str) -> Command:
             helps = {c.dest: c.help or "" for c in a._choices_actions}
             for sub_name, sub_parser in a.choices.items():
                 children.append(_tree(sub_parser, sub_name, helps.get(sub_name, "")))
-    for choice in _positional_choices(parser):
+    for choice in _positional_choices(parser, name):
         children.append(Command(choice, "", ()))
     return Command(name, help_, _options(parser), tuple(children))
 

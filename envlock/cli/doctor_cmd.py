@@ -18,8 +18,15 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
         description="Check a machine against envlock's advisories (known-bad combinations of "
                     "GPU, driver, CUDA libraries, NCCL and PyTorch), rank the advisories that "
                     "explain a crash log, and optionally run smoke checks on the hardware.",
-        epilog="Exit codes: 0 no errors or warnings, 1 problems found, 2 usage or input error.")
+        epilog="Exit codes: 0 nothing blocks training (warnings allowed unless --strict), "
+               "1 problems found, 2 usage or input error.")
     p.add_argument("--snapshot", metavar="FILE", help="a machine you are not on")
+    p.add_argument("--lock", metavar="FILE",
+                   help="the machine's lock: fixes install from it first (pinned, hashed) "
+                        "instead of an unpinned torch")
+    p.add_argument("--target", metavar="NAME",
+                   help="lock target (default: the one matching this machine's GPUs)")
+    p.add_argument("--strict", action="store_true", help="warnings fail too")
     from envlock.cli.snapshot_cmd import add_python_arg
 
     add_python_arg(p)
@@ -105,6 +112,19 @@ def run(args: argparse.Namespace, out: Any) -> int:
         with Progress(out, f"smoke checks ({what}, up to {args.timeout:.0f}s each)"):
             smoke = run_smoke(gpus, timeout=args.timeout)
     result = doctor(snap, matrix, logs=logs, smoke=smoke, live=not args.snapshot)
+    if args.lock:
+        from dataclasses import replace
+
+        from envlock.checks.fixes import FixContext, lock_first
+        from envlock.checks.verify import choose_target
+        from envlock.lock.io import load_lock
+
+        lock = load_lock(args.lock)
+        target = choose_target(lock, snap, matrix, args.target)
+        ctx = FixContext(lock_path=args.lock, python=args.python)
+        result = replace(result, findings=tuple(lock_first(result.findings, ctx, lock, target)))
+    elif args.target:
+        raise InputError("--target names a target of --lock; pass --lock FILE too")
     if args.junit:
         from pathlib import Path
 
@@ -158,4 +178,4 @@ def run(args: argparse.Namespace, out: Any) -> int:
                 out.print("log cut: " + note)
         for line in doctor_lines(result, verbose=args.verbose):
             out.print(line)
-    return ExitCode.OK if result.ok else ExitCode.DRIFT
+    return ExitCode.DRIFT if result.failed(args.strict) else ExitCode.OK

@@ -150,8 +150,12 @@ def _gpu(args: argparse.Namespace, out: Any) -> int:
         out.print(f"  NVML names           {'; '.join(rep['nvml_names'])}")
     if rep["cuda_names"]:
         out.print(f"  CUDA names           {'; '.join(rep['cuda_names'])}")
-    drv = rep["min_driver"] or rep["min_driver_branch"]
-    out.print(f"  minimum driver       {drv} ({rep['min_driver_branch']})")
+    branch = rep["min_driver_branch"]
+    if rep["min_driver"] and branch and branch != rep["min_driver"]:
+        drv = f"{rep['min_driver']} ({branch})"
+    else:  # only the branch is known: say it once
+        drv = rep["min_driver"] or branch or "unknown"
+    out.print(f"  minimum driver       {drv}")
     if rep["last_driver_branch"]:
         out.print(f"  last driver branch   {rep['last_driver_branch']} "
                   f"(last CUDA major {rep['last_cuda_major']})")

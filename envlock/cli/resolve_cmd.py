@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from envlock.errors import ExitCode, UsageError
+from envlock.versions import driver_label
 
 __all__ = ["register", "lock_json"]
 
@@ -33,7 +34,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="a target GPU (repeat for several targets): H20, A100, 'RTX 4090'")
     p.add_argument("--cpu", action="store_true", help="also (or only) a CPU-only target")
     p.add_argument("--together", action="store_true",
-                   help="one environment that serves every --gpu (a mixed fleet)")
+                   help="one environment that serves every --gpu: a fleet of machines "
+                        "with one GPU model per machine; a machine that mixes models in "
+                        "one job (RTX 3090 + 4090) is checked with --from-snapshot of it, "
+                        "which also reports the mixed-GPU hazards")
     p.add_argument("--from-snapshot", metavar="FILE",
                    help="target = the machine in this snapshot (GPUs, driver, Python)")
     p.add_argument("--from-node", metavar="FILE",
@@ -95,6 +99,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--check", action="store_true",
                    help="exit 1 if the lock is stale (inputs, requirement files or matrix "
                         "changed); writes nothing")
+    p.add_argument("--lock", metavar="FILE",
+                   help="with --check: the lock to check, as verify and export name it "
+                        f"(default {DEFAULT_LOCK}; -o FILE says the same)")
     p.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
     p.add_argument("-v", "--verbose", action="store_true", help="explain every decision")
     p.set_defaults(run=run)
@@ -310,6 +317,14 @@ def _has_target_args(args: argparse.Namespace) -> bool:
 def run(args: argparse.Namespace, out: Any) -> int:
     from envlock.matrix import get_matrix
 
+    if args.lock is not None:
+        if not args.check:
+            raise UsageError("--lock names the lock that --check reads; a new lock is "
+                             "written with -o FILE")
+        if args.output not in (DEFAULT_LOCK, args.lock):
+            raise UsageError(f"--lock {args.lock} and -o {args.output} name two locks; "
+                             f"pass one of them")
+        args.output = args.lock
     matrix = get_matrix()
     if args.check:
         return _check(args, out, matrix)
@@ -358,12 +373,12 @@ def run(args: argparse.Namespace, out: Any) -> int:
         if t.family:
             hw = (f"the {t.family} family ({len(t.gpus)} models, "
                   f"{t.compute_capabilities[0]})")
-        drv = f"; driver >= {t.driver_min}" if t.driver_min else ""
+        drv = f"; driver >= {driver_label(t.driver_min)}" if t.driver_min else ""
         version = tv.installed_version if tv else "?"
         variant = tv.variant if tv else "?"
         out.print(f"{t.name}: torch {version} ({variant}, "
                   f"{where}) for {hw}, Python {t.python}, {t.platform}{drv}; "
-                  f"{len(t.packages)} packages"
+                  f"{len(t.packages)} package{'' if len(t.packages) == 1 else 's'}"
                   + ("" if t.closure == "full" else " (GPU core only: offline, nothing cached)"))
         for a in t.advisories:
             out.print(f"  advisory {a.id} [{a.action}]: {a.summary}"
@@ -560,6 +575,37 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
     return ExitCode.OK
 
 
+def url_label(url: str) -> str:
+    """What a progress line names for a request: the project, never a URL's hash folder.
+
+    >>> url_label("https://pypi.org/simple/torch/")
+    'torch'
+    >>> url_label("https://files.example/packages/3f/9a/0c1d2e/torch-2.5.1-cp311-cp311-"
+    ...           "manylinux1_x86_64.whl.metadata#sha256=ab")
+    'torch 2.5.1 (metadata)'
+    >>> url_label("https://files.example/packages/ab/cd/filelock-3.13.1.tar.gz")
+    'filelock 3.13.1'
+    """
+    path = url.split("#", 1)[0].split("?", 1)[0].rstrip("/")
+    last = path.rsplit("/", 1)[-1] or path
+    what = ""
+    if last.endswith(".metadata"):
+        last, what = last[: -len(".metadata")], " (metadata)"
+    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename
+    from packaging.utils import parse_sdist_filename, parse_wheel_filename
+
+    try:
+        if last.endswith(".whl"):
+            name, version, _, _ = parse_wheel_filename(last)
+            return f"{name} {version}{what}"
+        if last.endswith((".tar.gz", ".zip")):
+            name, version = parse_sdist_filename(last)
+            return f"{name} {version}{what}"
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        pass
+    return last
+
+
 class _Progress:
     """A one-line status on stderr (only when stderr is a terminal)."""
 
@@ -570,7 +616,7 @@ class _Progress:
 
     def request(self, url: str) -> None:
         self.n += 1
-        self._show(f"fetching ({self.n}) {url.rsplit('/', 2)[-2] if '/' in url else url}")
+        self._show(f"fetching ({self.n}) {url_label(url)}")
 
     def event(self, text: str) -> None:
         self._show(text)

@@ -90,8 +90,11 @@ def fleet_facts(snapshot: Snapshot, *, scope: Optional[FrozenSet[str]] = None,
     unread = UNKNOWN if t is not None and t.source != "import" else None
     facts: Facts = {
         "python": snapshot.python.version,
-        "driver": snapshot.driver.version if snapshot.driver is not None else None,
-        "gpus": describe_gpus(snapshot.visible_gpus()),
+        # what a snapshot did not record (a build host stating only its GPUs) is unknown
+        "driver": (snapshot.driver.version if snapshot.driver is not None else None)
+        if snapshot.recorded("driver") else UNKNOWN,
+        "gpus": describe_gpus(snapshot.visible_gpus()) if snapshot.recorded("gpus")
+        else UNKNOWN,
         "torch": t.version if t else None,
         "torch.cuda": t.cuda if t else None,
         "torch.cudnn": (t.cudnn or unread) if t else None,
@@ -125,8 +128,10 @@ def summary_of(snapshot: Snapshot) -> Dict[str, str]:
     t = snapshot.torch
     nccl = lib.get("nccl") or (t.nccl if t else None) or next(
         (v for k, v in snapshot.packages.items() if k.startswith("nvidia-nccl")), None)
-    return {"driver": (snapshot.driver.version if snapshot.driver else None) or "none",
-            "gpus": describe_gpus(snapshot.visible_gpus(), short=True),
+    return {"driver": (snapshot.driver.version if snapshot.driver else None) or
+            ("none" if snapshot.recorded("driver") else "unknown"),
+            "gpus": describe_gpus(snapshot.visible_gpus(), short=True)
+            if snapshot.recorded("gpus") else "unknown",
             "torch": (t.version if t else None) or snapshot.packages.get("torch") or "none",
             "nccl": nccl or "none"}
 

@@ -297,7 +297,8 @@ def facts_from_snapshot(snapshot: Snapshot, matrix: Optional[Matrix]) -> Facts:
                            "p2p": UNKNOWN if link.p2p is None else link.p2p,
                            "a_model": ma.id if ma else UNKNOWN,
                            "b_model": mb.id if mb else UNKNOWN})
-    if hardware_known:
+    links_known = hardware_known and snapshot.recorded("links")  # stated: no links probed
+    if links_known:
         values["link.count"] = len(link_elems)
         values["link.kind"] = [e["kind"] for e in link_elems]
         values["link.p2p"] = [e["p2p"] for e in link_elems]
@@ -371,7 +372,7 @@ def facts_from_snapshot(snapshot: Snapshot, matrix: Optional[Matrix]) -> Facts:
     lib_elems = [{"name": lib.name, "version": lib.version or UNKNOWN,
                   "owner": lib.owner or UNKNOWN, "selected": lib.selected,
                   "system": lib.owner is None} for lib in snapshot.libraries]
-    collections = {"gpu": gpu_elems, "link": link_elems if hardware_known else UNKNOWN,
+    collections = {"gpu": gpu_elems, "link": link_elems if links_known else UNKNOWN,
                    "library": lib_elems if snapshot.libraries else UNKNOWN}
     return Facts(values, collections, pk, libs, snapshot.env, origins=origins,
                  contradictions=tuple(contradictions))

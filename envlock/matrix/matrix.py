@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envlock.errors import UnknownGpuError, UnknownVersionError
@@ -25,6 +27,11 @@ from envlock.matrix.model import (  # noqa: I001
 from envlock.versions import V, base_version, driver_branch
 
 __all__ = ["Matrix"]
+
+
+#: names of other vendors' accelerators (AMD Instinct/Radeon, Intel, Habana)
+_OTHER_VENDOR = re.compile(r"(?i)\b(amd|radeon|instinct|mi\s?[1-9]\d{1,2}[a-z]?|intel|gaudi|"
+                           r"arc\s?[ab]\d{3}|ponte|habana)\b")
 
 
 class Matrix:
@@ -85,6 +92,9 @@ class Matrix:
         """The GPU a user or NVML names; UnknownGpuError with suggestions otherwise."""
         found = self._gpu_index.find(name, memory_mib)
         if found is None:
+            if _OTHER_VENDOR.search(name):  # no NVIDIA look-alike is what they meant
+                raise UnknownGpuError(name, [], note="not an NVIDIA GPU; envlock's matrix "
+                                                    "covers NVIDIA GPUs only")
             raise UnknownGpuError(name, self._gpu_index.suggest(name))
         return found
 

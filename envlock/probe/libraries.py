@@ -28,23 +28,21 @@ from __future__ import annotations
 
 import csv
 import glob
-import json
 import os
-import platform
 import re
 import site
-import subprocess
 import sys
-import sysconfig
-import time
-from collections import deque
 from dataclasses import dataclass, field
 from importlib.metadata import PathDistribution
 from pathlib import Path
-from typing import Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from envlock.probe.elf import ElfDynamic, read_dynamic
 from envlock.probe.ldcache import read_ld_cache
+from envlock.probe.ldconf import LD_SO_CONF, conf_dirs, conf_file_for
+from envlock.probe.libversions import api_versions, decode_version
+from envlock.probe.loader import Found, LoadedObject, Loader, default_dirs as _default_dirs
+from envlock.probe.loader import own_rpath, search_list
 from envlock.snapshot import Library
 
 __all__ = ["LIBRARY_NAMES", "decode_version", "library_name", "probe_libraries"]
@@ -59,11 +57,6 @@ _STEM_TO_NAME = {"libcudart": "cudart", "libcublas": "cublas", "libcublasLt": "c
 _FILE_RE = re.compile(r"^(libcudart|libcublasLt|libcublas|libcudnn|libnccl|libnvJitLink)"
                       r"(?:-[0-9a-f]{8})?\.so\.(\d+(?:\.\d+)*)$")
 
-_VERSION_CACHE_SCHEMA = "envlock.library-versions/1"
-_CHILD_TIMEOUT_S = 60.0
-_MAX_CLOSURE = 512
-_TRIPLETS = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu",
-             "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu"}
 
 
 def library_name(filename: str) -> Optional[str]:
@@ -76,36 +69,6 @@ def library_name(filename: str) -> Optional[str]:
     return None if m is None else _STEM_TO_NAME[m.group(1)]
 
 
-def decode_version(name: str, raw: Sequence[int]) -> Optional[str]:
-    """Turn what a library's version function returned into a dotted version.
-
-    >>> decode_version("cudart", [12040]), decode_version("nccl", [22105])
-    ('12.4', '2.21.5')
-    >>> decode_version("cudnn", [90100]), decode_version("cudnn", [8902])
-    ('9.1.0', '8.9.2')
-    """
-    if not raw or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                          for v in raw):
-        return None
-    if name == "cudart" and len(raw) == 1 and raw[0] > 0:
-        v = raw[0]  # CUDART_VERSION: major*1000 + minor*10
-        return f"{v // 1000}.{v % 1000 // 10}"
-    if name in ("cublas", "cublasLt"):
-        if len(raw) == 3:  # libraryPropertyType MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
-            return ".".join(str(v) for v in raw)
-        if len(raw) == 1 and raw[0] > 0:  # CUBLAS_VERSION: major*10000 + minor*100 + patch
-            v = raw[0]
-            return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
-    if name in ("cudnn", "nccl") and len(raw) == 1 and raw[0] > 0:
-        v = raw[0]
-        if v >= 10000:  # cuDNN 9+, NCCL 2.9+: major*10000 + minor*100 + patch
-            return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
-        return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"  # major*1000 + minor*100 + patch
-    if name == "nvjitlink" and len(raw) == 2:
-        return f"{raw[0]}.{raw[1]}"
-    return None
-
-
 # -- the probe ---------------------------------------------------------------------------
 
 def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
@@ -114,7 +77,8 @@ def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
                     cuda_roots: Optional[Sequence[str]] = None,
                     consumer: Optional[str] = None,
                     version_cache: Optional[Path] = None,
-                    default_dirs: Optional[Sequence[str]] = None) -> Tuple[Library, ...]:
+                    default_dirs: Optional[Sequence[str]] = None,
+                    ld_so_conf: str = LD_SO_CONF) -> Tuple[Library, ...]:
     """Every copy of :data:`LIBRARY_NAMES` found, grouped by name in that order.
 
     ``env`` supplies ``LD_LIBRARY_PATH`` (default: this process's environment);
@@ -124,7 +88,12 @@ def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
     (default: torch's ``libtorch_cuda.so``, else ``libtorch_global_deps.so``);
     ``version_cache`` is a JSON file remembering versions by real path, size and mtime;
     ``default_dirs`` are the loader's trusted directories (default: the system's, such as
-    ``/lib/x86_64-linux-gnu``, where a GPU host's own cuDNN or NCCL often lives).
+    ``/lib/x86_64-linux-gnu``, where a GPU host's own cuDNN or NCCL often lives);
+    ``ld_so_conf`` is read to name the file that put a cached copy's directory there.
+
+    The selected copy also records how the loader reached it (``via``: ``LD_PRELOAD``,
+    ``RPATH``, ``LD_LIBRARY_PATH``, ``RUNPATH``, ``ld.so.cache``, ``default``) and what
+    to change (``via_source``: the ``ld.so.conf`` file or the object carrying the path).
     """
     environ = os.environ if env is None else env
     sites = _default_site_dirs() if site_dirs is None else [str(s) for s in site_dirs]
@@ -139,18 +108,19 @@ def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
     arch = None if arch_ref is None else (arch_ref.elf_class, arch_ref.little_endian,
                                           arch_ref.machine)
 
-    ld_dirs = _search_list(environ.get("LD_LIBRARY_PATH", ""), exe_dir, ":;")
+    ld_dirs = search_list(environ.get("LD_LIBRARY_PATH", ""), exe_dir, ":;")
     cache = read_ld_cache(ld_cache)
     trusted = (_default_dirs(arch[0] if arch else 64) if default_dirs is None
                else tuple(str(d) for d in default_dirs))
-    loader = _Loader(ld_dirs, cache, trusted, arch,
-                     exe_chain=_own_rpath(exe_info, exe_dir))
+    preload = tuple(p for p in re.split(r"[ :]", environ.get("LD_PRELOAD", "")) if p)
+    loader = Loader(ld_dirs, cache, trusted, arch,
+                    exe_chain=own_rpath(exe_info, exe_dir), preload=preload)
 
-    consumer_obj: Optional[_Obj] = None
+    consumer_obj: Optional[LoadedObject] = None
     if consumer_path and consumer_info is not None:
-        consumer_obj = _Obj(consumer_path, consumer_info,
-                            (_own_rpath(consumer_info, os.path.dirname(consumer_path)),)
-                            + loader.exe_chain)
+        consumer_obj = LoadedObject(consumer_path, consumer_info,
+                                    (own_rpath(consumer_info, os.path.dirname(consumer_path)),)
+                                    + loader.exe_chain)
 
     copies = _Copies()
     wheel_dirs = [d for s in sites for d in _wheel_lib_dirs(s)]
@@ -158,12 +128,14 @@ def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
     if consumer_obj is not None:
         extra_dirs += [d for dirs in consumer_obj.chain for d in dirs]
         if consumer_obj.info.runpath is not None:
-            extra_dirs += _search_list(consumer_obj.info.runpath,
+            extra_dirs += search_list(consumer_obj.info.runpath,
                                        os.path.dirname(consumer_obj.path), ":")
     cuda_dirs = [os.path.join(r, sub) for r in roots for sub in ("lib64", "lib")]
     cuda_dirs += [d for r in roots
                   for d in sorted(glob.glob(os.path.join(r, "targets", "*", "lib")))]
     for path in _scan(wheel_dirs + list(ld_dirs) + extra_dirs):
+        copies.add(path)
+    for path in loader.preloaded.values():
         copies.add(path)
     for soname, paths in cache.items():
         if library_name(soname):
@@ -176,11 +148,12 @@ def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
     selected = _select(loader, consumer_obj, copies)
     for chosen in selected.values():
         if chosen is not None:
-            copies.add(chosen, front=True)
+            copies.add(chosen.path, front=True)
 
     owners = _owners(sites)
-    apis = _api_versions(copies, environ, version_cache)
-    selected_real = {os.path.realpath(p) for p in selected.values() if p is not None}
+    apis = api_versions([(c.name, c.real) for c in copies], environ, version_cache)
+    how = {os.path.realpath(f.path): f for f in selected.values() if f is not None}
+    conf_table: Optional[Dict[str, str]] = None
 
     out: List[Library] = []
     for name in LIBRARY_NAMES:
@@ -188,10 +161,22 @@ def probe_libraries(*, env: Optional[Mapping[str, str]] = None,
             owner = owners.get(copy.real)
             version = _most_precise(apis.get(copy.real),
                                     [_file_version(copy), owner[1] if owner else None])
+            info = loader.elf(copy.real)
+            found = how.get(copy.real)
+            via_source = None
+            if found is not None and found.via == "ld.so.cache":
+                if conf_table is None:
+                    conf_table = conf_dirs(ld_so_conf)
+                via_source = conf_file_for(os.path.dirname(found.path), conf_table)
+            elif found is not None and found.via in ("RPATH", "RUNPATH"):
+                via_source = consumer_path
             out.append(Library(name=name, version=version,
-                               path=_display_path(copy, loader.elf(copy.real)),
+                               path=_display_path(copy, info),
                                owner=owner[0] if owner else None,
-                               selected=copy.real in selected_real, loaded=None))
+                               selected=found is not None, loaded=None,
+                               soname=info.soname if info is not None else None,
+                               via=found.via if found is not None else None,
+                               via_source=via_source))
     return tuple(out)
 
 
@@ -238,42 +223,6 @@ def _default_consumer(site_dirs: Sequence[str]) -> Optional[str]:
                 return path
         return None  # the torch that imports first has no CUDA library to follow
     return None
-
-
-def _default_dirs(elf_class: int) -> Tuple[str, ...]:
-    triplet = sysconfig.get_config_var("MULTIARCH") or _TRIPLETS.get(platform.machine())
-    dirs: List[str] = []
-    if triplet:
-        dirs += [f"/lib/{triplet}", f"/usr/lib/{triplet}"]
-    if elf_class == 64:
-        dirs += ["/lib64", "/usr/lib64"]
-    return tuple(dirs + ["/lib", "/usr/lib"])
-
-
-def _search_list(value: str, origin: Optional[str], separators: str) -> Tuple[str, ...]:
-    """Split a search path as glibc does: empty entries mean ``.``, ``$ORIGIN`` expands.
-
-    Entries with other dynamic string tokens (``$LIB``, ``$PLATFORM``) are dropped: their
-    expansion depends on how glibc was built, and a wrong guess would invent a directory.
-    """
-    if not value:
-        return ()
-    out: List[str] = []
-    for part in re.split("[" + re.escape(separators) + "]", value):
-        part = part or "."
-        if origin is not None:
-            part = part.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
-        if "$" in part:
-            continue
-        out.append(part)
-    return tuple(out)
-
-
-def _own_rpath(info: Optional[ElfDynamic], origin: Optional[str]) -> Tuple[str, ...]:
-    """An object's ``DT_RPATH`` dirs; none when it also has ``DT_RUNPATH`` (glibc drops it)."""
-    if info is None or info.runpath is not None or not info.rpath:
-        return ()
-    return _search_list(info.rpath, origin, ":")
 
 
 def _scan(dirs: Sequence[str]) -> Iterator[str]:
@@ -369,133 +318,34 @@ def _most_precise(anchor: Optional[str], others: Sequence[Optional[str]]) -> Opt
 
 # -- the loader's choice -----------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Obj:
-    """One loaded object: the path it was opened by (``$ORIGIN`` is its directory), its
-    dynamic section, and the ``DT_RPATH`` lists of it and of every object above it."""
-
-    path: str
-    info: ElfDynamic
-    chain: Tuple[Tuple[str, ...], ...]
-
-
-class _Loader:
-    """glibc's ``_dl_map_object`` search order, over the real file system."""
-
-    def __init__(self, ld_library_path: Tuple[str, ...], cache: Mapping[str, Tuple[str, ...]],
-                 default_dirs: Tuple[str, ...], arch: Optional[Tuple[int, bool, int]],
-                 exe_chain: Tuple[str, ...]) -> None:
-        self.ld_library_path = ld_library_path
-        self.cache = cache
-        self.default_dirs = default_dirs
-        self.arch = arch
-        self.exe_chain: Tuple[Tuple[str, ...], ...] = (exe_chain,) if exe_chain else ()
-        self._elf: Dict[str, Optional[ElfDynamic]] = {}
-
-    def elf(self, path: str) -> Optional[ElfDynamic]:
-        real = os.path.realpath(path)
-        if real not in self._elf:
-            self._elf[real] = read_dynamic(real)
-        return self._elf[real]
-
-    def usable(self, path: str) -> bool:
-        """An ELF file for our architecture (the loader skips others and searches on)."""
-        if not os.path.isfile(path):
-            return False
-        info = self.elf(path)
-        if info is None:
-            return False
-        return self.arch is None or (info.elf_class, info.little_endian, info.machine) == self.arch
-
-    def _attempts(self, name: str, loader: Optional[_Obj]) -> Iterator[str]:
-        if "/" in name:
-            yield name
-            return
-        if loader is None or loader.info.runpath is None:
-            for dirs in (loader.chain if loader is not None else self.exe_chain):
-                for d in dirs:
-                    yield os.path.join(d, name)
-        for d in self.ld_library_path:
-            yield os.path.join(d, name)
-        if loader is not None and loader.info.runpath is not None:
-            for d in _search_list(loader.info.runpath, os.path.dirname(loader.path), ":"):
-                yield os.path.join(d, name)
-        if loader is not None and loader.info.nodeflib:
-            return
-        yield from self.cache.get(name, ())
-        for d in self.default_dirs:
-            yield os.path.join(d, name)
-
-    def find(self, name: str, loader: Optional[_Obj]) -> Optional[str]:
-        """The path the loader opens for ``name`` requested by ``loader``, or ``None``."""
-        return next((p for p in self._attempts(name, loader) if self.usable(p)), None)
-
-    def closure(self, root: _Obj) -> List[Tuple[str, Optional[str]]]:
-        """``(name, path)`` for each ``DT_NEEDED`` name in the order the loader maps them.
-
-        Breadth first, as ``_dl_map_object_deps``; a name that matches an object already
-        mapped (by requested name, soname or same file) is not searched again.
-        """
-        requests: List[Tuple[str, Optional[str]]] = []
-        known: Dict[str, Optional[str]] = {}
-        by_real: Dict[str, str] = {os.path.realpath(root.path): root.path}
-        if root.info.soname:
-            known[root.info.soname] = root.path
-        queue: Deque[_Obj] = deque([root])
-        while queue:
-            obj = queue.popleft()
-            for name in obj.info.needed:
-                if name in known:
-                    continue
-                path = self.find(name, obj)
-                requests.append((name, path))
-                known[name] = path
-                if path is None:
-                    continue
-                real = os.path.realpath(path)
-                if real in by_real:
-                    known[name] = by_real[real]
-                    continue
-                by_real[real] = path
-                info = self.elf(path)
-                if info is None:
-                    continue
-                if info.soname:
-                    known.setdefault(info.soname, path)
-                if len(by_real) < _MAX_CLOSURE:
-                    origin = os.path.dirname(path)
-                    queue.append(_Obj(path, info, (_own_rpath(info, origin),) + obj.chain))
-        return requests
-
-
-def _select(loader: _Loader, consumer: Optional[_Obj],
-            copies: _Copies) -> Dict[str, Optional[str]]:
-    """For each library name, the path the loader opens for it (``None``: no copy found).
+def _select(loader: Loader, consumer: Optional[LoadedObject],
+            copies: _Copies) -> Dict[str, Optional[Found]]:
+    """For each library name, where the loader opens it (``None``: no copy found).
 
     A name the consumer's dependency graph asks for is resolved there, and stays
     unresolved if the loader would fail. Any other library is resolved as if the consumer
     (or, without one, the interpreter) ``dlopen``-ed it by soname, trying the sonames the
     copies carry from the highest major down.
     """
-    chosen: Dict[str, Optional[str]] = {}
+    chosen: Dict[str, Optional[Found]] = {}
     if consumer is not None:
-        for req, path in loader.closure(consumer):
+        for req, found in loader.closure(consumer):
             lib = library_name(req)
             if lib is not None and lib not in chosen:
-                chosen[lib] = path
+                chosen[lib] = found
     for lib in LIBRARY_NAMES:
         if lib in chosen:
             continue
         chosen[lib] = None
         for soname in _sonames(loader, copies.of(lib)):
-            path = loader.find(soname, consumer)
-            if path is not None:
-                chosen[lib] = path
+            found = loader.find(soname, consumer)
+            if found is not None:
+                chosen[lib] = found
                 break
     return chosen
 
 
-def _sonames(loader: _Loader, copies: Sequence[_Copy]) -> List[str]:
+def _sonames(loader: Loader, copies: Sequence[_Copy]) -> List[str]:
     found: List[str] = []
     for copy in copies:
         info = loader.elf(copy.real)
@@ -551,165 +401,3 @@ def _owners(site_dirs: Sequence[str]) -> Dict[str, Tuple[str, str]]:
     return out
 
 
-# -- versions ----------------------------------------------------------------------------
-
-#: Run with ``python -I -S``: reads ``[[name, path], ...]`` on stdin, writes one JSON
-#: ``[index, raw]`` line per library as soon as it is read, so a crash loses one answer.
-#: The library's own writes to stdout are sent to stderr (discarded) first.
-_CHILD = r"""
-import ctypes, json, os, sys
-out = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
-C = ctypes
-def ints(lib, fn):
-    f = getattr(lib, fn); f.restype = C.c_int; f.argtypes = [C.POINTER(C.c_int)]
-    v = C.c_int(0)
-    return [v.value] if f(C.byref(v)) == 0 else None
-def props(lib, fn):
-    f = getattr(lib, fn); f.restype = C.c_int; f.argtypes = [C.c_int, C.POINTER(C.c_int)]
-    got = []
-    for t in (0, 1, 2):
-        v = C.c_int(0)
-        if f(t, C.byref(v)) != 0:
-            return None
-        got.append(v.value)
-    return got
-def size_t(lib, fn):
-    f = getattr(lib, fn); f.restype = C.c_size_t; f.argtypes = []
-    return [int(f())]
-def cublaslt(lib):
-    try:
-        return props(lib, "cublasLtGetProperty")
-    except AttributeError:
-        return size_t(lib, "cublasLtGetVersion")
-def nvjitlink(lib):
-    f = lib.nvJitLinkVersion; f.restype = C.c_int; f.argtypes = [C.POINTER(C.c_uint)] * 2
-    a, b = C.c_uint(0), C.c_uint(0)
-    return [a.value, b.value] if f(C.byref(a), C.byref(b)) == 0 else None
-READ = {"cudart": lambda l: ints(l, "cudaRuntimeGetVersion"),
-        "cublas": lambda l: props(l, "cublasGetProperty"),
-        "cublasLt": cublaslt,
-        "cudnn": lambda l: size_t(l, "cudnnGetVersion"),
-        "nccl": lambda l: ints(l, "ncclGetVersion"),
-        "nvjitlink": nvjitlink}
-for i, (name, path) in enumerate(json.loads(sys.stdin.read())):
-    raw = None
-    try:
-        raw = READ[name](C.CDLL(path, mode=os.RTLD_LOCAL))
-    except Exception:
-        pass
-    out.write(json.dumps([i, raw]) + "\n")
-    out.flush()
-"""
-
-
-def _api_versions(copies: _Copies, environ: Mapping[str, str],
-                  cache_path: Optional[Path]) -> Dict[str, Optional[str]]:
-    """``real path -> version the library reports`` (``None``: it could not be asked)."""
-    cache = _load_version_cache(cache_path)
-    result: Dict[str, Optional[str]] = {}
-    todo: List[Tuple[_Copy, Tuple[int, int]]] = []
-    for copy in copies:
-        try:
-            st = os.stat(copy.real)
-        except OSError:
-            result[copy.real] = None
-            continue
-        stamp = (st.st_size, st.st_mtime_ns)
-        hit = cache.get(copy.real)
-        if hit is not None and (hit.get("size"), hit.get("mtime_ns")) == stamp:
-            v = hit.get("version")
-            result[copy.real] = v if isinstance(v, str) else None
-        else:
-            todo.append((copy, stamp))
-    if not todo:
-        return result
-    answers = _ask_child([(c.name, c.real) for c, _ in todo], environ)
-    changed = False
-    for i, (copy, stamp) in enumerate(todo):
-        known, raw = answers.get(i, (False, None))
-        version = decode_version(copy.name, raw) if raw is not None else None
-        result[copy.real] = version
-        if known:
-            cache[copy.real] = {"size": stamp[0], "mtime_ns": stamp[1], "version": version}
-            changed = True
-    if changed and cache_path is not None:
-        _save_version_cache(cache_path, cache)
-    return result
-
-
-def _ask_child(jobs: List[Tuple[str, str]],
-               environ: Mapping[str, str]) -> Dict[int, Tuple[bool, Optional[List[int]]]]:
-    """``index -> (settled, raw)``; unsettled answers (a crash, a timeout) are not cached.
-
-    A child that dies part-way (a library crashed it) is restarted after the library it was
-    on, which answers nothing this time.
-    """
-    answers: Dict[int, Tuple[bool, Optional[List[int]]]] = {}
-    if not sys.executable:
-        return answers
-    child_env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    if environ.get("LD_LIBRARY_PATH"):
-        child_env["LD_LIBRARY_PATH"] = environ["LD_LIBRARY_PATH"]
-    deadline = time.monotonic() + _CHILD_TIMEOUT_S
-    start = 0
-    while start < len(jobs):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        batch = jobs[start:]
-        try:
-            proc = subprocess.run([sys.executable, "-I", "-S", "-c", _CHILD],
-                                  input=json.dumps(batch), capture_output=True, text=True,
-                                  env=child_env, timeout=left, check=False)
-            stdout, finished = proc.stdout, True
-        except subprocess.TimeoutExpired as exc:
-            stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            finished = False
-        except (OSError, subprocess.SubprocessError):
-            break
-        got = 0
-        for line in stdout.splitlines():
-            try:
-                i, raw = json.loads(line)
-            except (ValueError, TypeError):
-                continue
-            if isinstance(i, int) and 0 <= i < len(batch) and isinstance(raw, (list, type(None))):
-                answers[start + i] = (True, raw)
-                got = max(got, i + 1)
-        if got == len(batch) or not finished:
-            break
-        answers[start + got] = (False, None)  # took the child down: not cached, not retried now
-        start += got + 1
-    return answers
-
-
-def _load_version_cache(path: Optional[Path]) -> Dict[str, Dict[str, object]]:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("schema") != _VERSION_CACHE_SCHEMA:
-        return {}
-    entries = data.get("entries")
-    if not isinstance(entries, dict):
-        return {}
-    return {k: v for k, v in entries.items() if isinstance(k, str) and isinstance(v, dict)}
-
-
-def _save_version_cache(path: Path, entries: Mapping[str, Mapping[str, object]]) -> None:
-    """Write atomically; a cache we cannot write only costs speed next time."""
-    path = Path(path)
-    doc = {"schema": _VERSION_CACHE_SCHEMA, "entries": dict(sorted(entries.items()))}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass

@@ -97,8 +97,14 @@ def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optio
     notes.extend(stated_notes)
     links: Tuple = ()
     drv: Optional[Driver]
+    # what was read here, what the user stated, what nobody recorded (unknown, not "none")
+    provenance = {"driver": "not-recorded", "gpus": "not-recorded", "links": "not-recorded"}
     if gpus or driver:
         drv, gpu_list, hw_source = stated_driver, stated_gpus, "stated"
+        if drv is not None:
+            provenance["driver"] = "stated"
+        if gpu_list:
+            provenance["gpus"] = "stated"
     elif probe_gpus:
         from envlock.probe.nvml import probe_nvml
 
@@ -106,17 +112,23 @@ def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optio
         drv, gpu_list, links = report.driver, report.gpus, report.links
         notes.extend(report.notes)
         hw_source = "probed"
+        provenance["driver"] = "observed"
+        if drv is None or not drv.error:
+            provenance["gpus"] = provenance["links"] = "observed"
         if not gpu_list and drv is not None and drv.error:
             # NVML failed: the PCI bus still says which NVIDIA GPUs are installed
             from envlock.probe.driverfs import gpus_from_sysfs
 
             gpu_list = gpus_from_sysfs()
+            if gpu_list or os.path.isdir("/sys/bus/pci/devices"):  # the bus was read
+                provenance["gpus"] = "observed"
             if gpu_list:
                 notes.append(f"{len(gpu_list)} NVIDIA GPU(s) on the PCI bus; names and "
                              f"capabilities unknown because NVML failed ({drv.error})")
         if (drv is None or not drv.version) and stated_driver is not None:
             drv = stated_driver
             hw_source = "stated"
+            provenance["driver"] = "stated"
     else:
         drv, gpu_list, hw_source = None, (), "none"
 
@@ -148,5 +160,5 @@ def take_snapshot(*, deep: bool = False, gpus: Sequence[str] = (), driver: Optio
         taken_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         host=host, python=py, driver=drv, gpus=tuple(gpu_list), links=tuple(links),
         packages=packages, libraries=libraries, torch=torch, env=relevant_env(env),
-        hardware_source=hw_source, notes=tuple(notes),
-    )
+        hardware_source=hw_source, notes=tuple(notes), provenance=provenance,
+    ).normalized()

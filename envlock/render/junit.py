@@ -55,6 +55,7 @@ _CHECK_OF_ID = {
     "package-missing": "packages", "package-version": "packages",
     "package-unexpected": "packages", "package-files": "package-files",
     "library-version": "libraries", "library-shadowed": "libraries",
+    "library-other-soname": "libraries",
     "library-duplicate": "libraries", "cuda-major-mix": "cuda-majors",
     "driver-too-old": "driver", "driver-unavailable": "driver",
     "gpu-no-kernels": "gpu-kernels", "gpu-mixed-capability": "gpu-mix",

@@ -606,7 +606,7 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
                                       direct=name in direct))
         versions[name] = str(cand.version)
     if on_event:
-        on_event(f"resolved {len(packages)} packages")
+        on_event(f"resolved {len(packages)} package{'' if len(packages) == 1 else 's'}")
     return packages, versions
 
 

@@ -65,9 +65,9 @@ def parse_driver(text: str, gpus: Sequence[Gpu], *, what: str = "--driver") -> S
         floor = branch_floor(major, gpus)
         names = " + ".join(g.name for g in gpus)
         known = f" that knows {names}" if floor != f"{major}.0" else ""
+        oldest = f"its oldest release{known} ({floor})" if known else "its oldest release"
         return StatedDriver(floor, f"{what} {value} is driver branch R{major}: resolved for "
-                                   f"its oldest release{known} ({floor}), so the lock runs on "
-                                   f"every R{major} release")
+                                   f"{oldest}, so the lock runs on every R{major} release")
     if not is_driver_version(value):
         raise UsageError(f"{what} {text!r} is not an NVIDIA driver version: give a release "
                          f"(535.104.05), or a branch (535 or R535)")

@@ -39,7 +39,7 @@ from envlock.matrix.rules import (
     gpu_coverage,
 )
 from envlock.resolve.target import TargetSpec
-from envlock.versions import V
+from envlock.versions import driver_label, V
 
 __all__ = ["Choice", "choose_variant", "planned_packages", "advisories_for", "judge_build",
            "plan_facts", "Verdict", "floor_override"]
@@ -420,7 +420,8 @@ def _decision(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Opti
     if target.cpu:
         lines.append(f"CPU build {v.tag} from {where}")
     else:
-        runs = f" that driver {target.driver} runs ({best.driver_how})" if target.driver else ""
+        runs = (f" that driver {driver_label(target.driver)} runs ({best.driver_how})"
+                if target.driver else "")
         forced = f" (--cuda {cuda})" if cuda else ""
         newest = max((V(c.variant.cuda) for c in clean if c.variant.release == v.release
                       and c.variant.cuda), default=V(v.cuda or "0"))
@@ -428,7 +429,7 @@ def _decision(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Opti
             lines.append(f"{v.tag} (CUDA {v.cuda}) from {where} is the newest CUDA line{runs}"
                          f"{forced}; qualifying builds of {v.release}: {', '.join(same)}")
         else:
-            runs = f", which driver {target.driver} runs ({best.driver_how})," \
+            runs = f", which driver {driver_label(target.driver)} runs ({best.driver_how})," \
                 if target.driver else ""
             lines.append(f"{v.tag} (CUDA {v.cuda}) from {where}{runs} ranks first{forced}: "
                          f"newer CUDA lines have advisories the matrix cannot rule out; "
@@ -520,8 +521,8 @@ def _explain(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Optio
                     and int(c.need.minimum.split(".")[0]) <= ceiling]
             best_fit = max(fits, key=lambda c: c.rank()) if fits else None
             archs = ", ".join(sorted({matrix.archs[g.arch].name for g in gpus}))
-            msg = (f"{desc}; driver {target.driver} is too new for it: {archs} GPUs are "
-                   f"supported only up to the R{ceiling} driver branch")
+            msg = (f"{desc}; driver {driver_label(target.driver)} is too new for it: {archs} "
+                   f"GPUs are supported only up to the R{ceiling} driver branch")
             if best_fit is not None and best_fit.need is not None:
                 msg += (f"; use an R{ceiling} driver (>= {best_fit.need.minimum}) with torch "
                         f"{best_fit.variant.release} {best_fit.variant.tag}")
@@ -534,12 +535,12 @@ def _explain(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Optio
                 b = drv_ok[0]
                 lacking = [g.sm for g in gpus if (c := gpu_coverage(b, g)) is not None
                            and not c.ok]
-                msg += (f"the newest build driver {target.driver} can run is torch "
+                msg += (f"the newest build driver {driver_label(target.driver)} can run is torch "
                         f"{b.release} {b.tag}"
                         + (f", which has no {'/'.join(sorted(set(lacking)))} kernels"
                            if lacking else ""))
             else:
-                msg += f"driver {target.driver} runs none of the builds allowed"
+                msg += f"driver {driver_label(target.driver)} runs none of the builds allowed"
             best = min(kernel_ok, key=lambda c: (V(c.need.minimum) if c.need and
                                                  c.need.minimum else V("0"),
                                                  [-x for x in V(c.variant.release).release]))

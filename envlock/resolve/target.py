@@ -203,7 +203,13 @@ def gpu_targets(matrix: Matrix, gpus: Sequence[str], *, cpu: bool, together: boo
 def snapshot_target(matrix: Matrix, snapshot: Snapshot, origin: str,
                     python: Optional[str] = None, platform: Optional[str] = None,
                     glibc: Optional[str] = None) -> TargetSpec:
-    """The machine in a snapshot as one target (all its visible GPUs together)."""
+    """The machine in a snapshot as one target (all its visible GPUs together).
+
+    GPUs the snapshot did not record are unknown, not "none": no CPU target for them."""
+    if not snapshot.recorded("gpus"):
+        raise InputError(f"{origin}: the snapshot did not record GPUs (hardware: "
+                         f"{snapshot.hardware_source or 'not probed'}); pass --gpu instead, "
+                         f"or take it with: envlock snapshot --gpu NAME:COUNT")
     gpus: List[Gpu] = []
     unknown: List[str] = []
     for g in snapshot.visible_gpus():

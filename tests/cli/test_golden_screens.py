@@ -68,7 +68,7 @@ def _scenarios(tmp: Path) -> Dict[str, Tuple[str, ...]]:
         "verify-system-cublas": ("verify", "--lock", lock, "--snapshot",
                                  snap("h100-system-cublas")),
         "verify-old-driver": ("verify", "--lock", lock, "--snapshot", snap("h100-old-driver")),
-        "verify-no-driver": ("verify", "--lock", lock, "--snapshot", snap("build-container")),
+        "verify-no-driver": ("verify", "--lock", lock, "--snapshot", snap("no-driver")),
         "verify-gpu-core-lock": ("verify", "--lock", "locks/gpu-core.lock", "--snapshot",
                                  snap("h100-package-drift")),
         "verify-mixed-gpus": ("verify", "--lock", lock, "--snapshot", snap("mixed-h100-a100")),

@@ -27,7 +27,7 @@ from support.torch_world import add_package, add_torch_release
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-_COMMANDS = ("envlock ", "pip ", "python ", "torchrun ", "docker ")
+_COMMANDS = ("envlock ", "pip ", "python ", "torchrun ", "docker ", "echo ", "mkdir ")
 
 #: command -> why it is not run here.
 SKIP: Dict[str, str] = {
@@ -104,6 +104,11 @@ def _world(tmp: Path) -> Iterator[IndexServer]:
                 add_package(pypi, tmp, name, installed(name))
             except Exception:  # noqa: BLE001 - not installed here: not pinned either
                 continue
+        # envlock's own tomli, for a Python 3.10 image (the README's lock is for 3.10)
+        try:
+            installed("tomli")
+        except Exception:  # noqa: BLE001 - not installed on 3.11+: publish PyPI's release
+            add_package(pypi, tmp, "tomli", "2.2.1")
         add_package(pypi, tmp, "nvidia-cublas-cu12", "12.4.5.8")
         # the README's pre-release example: a stable release and the pinned pre-release
         add_package(pypi, tmp, "nltk", "3.8.1")
@@ -112,23 +117,19 @@ def _world(tmp: Path) -> Iterator[IndexServer]:
 
 
 def _scratch(tmp: Path) -> Dict[str, str]:
-    """The files the README's commands name, and an ``envlock`` on PATH."""
+    """A fresh directory holding only what the README says is the user's own: the job's
+    logs that ``doctor`` reads and the project's ``.venv``; every other file a command
+    reads is made by an earlier README line. And an ``envlock`` on PATH."""
     work = tmp / "work"
     work.mkdir()
-    (work / "requirements.in").write_text("filelock\n")
-    # a node with a current driver (R580 runs the newest PyPI build)
-    node = (DATA / "snapshots" / "h100-match.json").read_text("utf-8")
-    (work / "node.json").write_text(node.replace('"550.54.15"', '"580.65.06"')
-                                    .replace('"cuda": "12.4"', '"cuda": "13.0"', 1))
     shutil.copy(DATA / "nodes" / "three-pools.json", work / "nodes.json")  # kubectl output
-    (work / "collected").mkdir()
-    for name in ("h100-match", "h100-old-driver"):
-        shutil.copy(DATA / "snapshots" / f"{name}.json", work / "collected" / f"{name}.json")
     (work / "train.log").write_text(
         "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
         "`cublasGemmEx( handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16BF, lda, b, "
         "CUDA_R_16BF, ldb, &fbeta, c, CUDA_R_16BF, ldc, CUDA_R_32F, "
         "CUBLAS_GEMM_DEFAULT_TENSOR_OP)`\n")
+    (work / "rank0.err").write_text("[rank0]: Signal 11 (SIGSEGV) received by PID 100\n")
+    (work / "rank1.err").write_text("[rank1]: Signal 11 (SIGSEGV) received by PID 101\n")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / ".venv")],
                    check=True, timeout=120)
     bindir = tmp / "bin"

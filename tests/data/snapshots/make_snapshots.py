@@ -120,6 +120,13 @@ def variants() -> Dict[str, Dict[str, Any]]:
     s["hardware_source"] = "none"
     out["build-container"] = s
 
+    s = base()  # NVML probed and failed: the driver is known to be unusable
+    s["driver"] = {"version": None, "cuda": None, "fabric_manager": None,
+                   "error": "driver-not-loaded", "source": "nvml"}
+    s["gpus"] = []
+    s["links"] = []
+    out["no-driver"] = s
+
     s = base()
     for g in s["gpus"]:
         g["name"], g["memory_mib"] = "NVIDIA H20", 97871
