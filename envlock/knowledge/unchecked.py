@@ -50,7 +50,8 @@ def undecided_advisories(snapshot: Optional[Snapshot], matrix: Matrix, facts: Fa
         unknown = outcome.unknown
         if no_driver and any(u.startswith(_DRIVERISH) for u in unknown):
             why = no_driver
-        elif not snapshot.recorded("links") and any(u.startswith("link") for u in unknown):
+        elif (snapshot is not None and not snapshot.recorded("links")
+              and any(u.startswith("link") for u in unknown)):
             why = ("the snapshot did not record the GPU links (" +
                    ("stated hardware" if snapshot.hardware_source == "stated" else "no probe") +
                    "): these could apply; take the snapshot on the machine to check them")
