@@ -58,10 +58,11 @@ def _dump(out: Any, obj: Any) -> None:
 def _validate(args: argparse.Namespace, out: Any) -> int:
     from envlock.matrix.load import build_matrix, data_files, read_raw
     from envlock.matrix.rows import Problems
+    from envlock.matrix.stamp import content_digest
 
     files = data_files(args.dir)
     problems = Problems()
-    matrix = build_matrix(read_raw(files, problems), problems)
+    matrix = build_matrix(read_raw(files, problems), problems, content_digest(files))
     if args.json:
         _dump(out, {"ok": not problems, "version": matrix.version, "problems": problems.items,
                     "counts": _counts(matrix)})
