@@ -179,6 +179,11 @@ def _driver_gpu_list(facts: Sequence[Dict[str, Any]], m: Matrix, r: TableResult)
             r.checks.append(Check(f"{name}/pci_ids", not missing,
                                   f"table {' '.join(f['pci_ids'])}, matrix "
                                   f"{' '.join(known)} ({gpu.id})"))
+        for pci in f.get("pci_ids", []) if gpu is not None else ():
+            by_id = m.find_gpu(pci)  # the id alone finds a row of the same capability
+            ok = by_id is not None and by_id.compute_capability == gpu.compute_capability
+            r.checks.append(Check(f"{name}/pci/{pci}", ok,
+                                  f"PCI {pci} resolves to {by_id.id if by_id else 'nothing'}"))
 
 
 def _branch(text: Optional[str]) -> Optional[int]:

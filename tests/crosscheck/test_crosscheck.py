@@ -55,6 +55,10 @@ def test_every_gpu_of_the_driver_readme_resolves_but_the_explained_one() -> None
     assert missing == ["NVIDIA DRIVE P2021/present"]
     assert crosscheck.explained(allow, res.id, missing[0]) is not None
     assert sum(1 for c in res.checks if c.fact.endswith("/present")) >= 200
+    # and by PCI id: every device id of the README finds a row of the name's capability
+    by_id = [c for c in res.checks if "/pci/" in c.fact]
+    assert len(by_id) >= 300
+    assert [c.fact for c in by_id if not c.agree] == ["NVIDIA H100/pci/2339"]
 
 
 def test_a_planted_disagreement_fails(tables: Path, capsys: pytest.CaptureFixture) -> None:
