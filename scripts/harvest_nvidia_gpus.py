@@ -437,16 +437,21 @@ def _segment(name: str) -> str:
 def render_rows(facts: Sequence[Fact], answered: Set[str], taken_ids: Set[str],
                 newest: DriverList, pci_label: str) -> Tuple[str, List[str]]:
     """The generated block of gpus.toml, and the names left out (no chip or capability)."""
+    newest_title = f"Debian {newest.label}: {newest.source_file} (NVIDIA supported-GPU list)"
+    branches_title = ("Debian nvidia-driver, nvidia-tesla-NNN-driver and "
+                      "nvidia-legacy-390xx-driver packages (the supported-GPU list of each "
+                      "packaged branch), read by scripts/harvest_nvidia_gpus.py")
     out = [MARKER, "", f"[source.deb-{_slug(newest.package)}-{newest.branch}]",
-           f"title = {_q('Debian ' + newest.label + ': ' + newest.source_file + ' (NVIDIA supported-GPU list)')}",
-           f'url = "https://packages.debian.org/source/experimental/nvidia-graphics-drivers"',
+           f"title = {_q(newest_title)}",
+           'url = "https://packages.debian.org/source/experimental/nvidia-graphics-drivers"',
            'kind = "primary"', "",
            "[source.deb-nvidia-driver-branches]",
-           f"title = {_q('Debian nvidia-driver, nvidia-tesla-NNN-driver and nvidia-legacy-390xx-driver packages (supported-GPU lists of each packaged branch), read by scripts/harvest_nvidia_gpus.py')}",
-           'url = "https://packages.debian.org/search?keywords=nvidia-driver&searchon=names&section=non-free"',
+           f"title = {_q(branches_title)}",
+           'url = "https://packages.debian.org/search?keywords=nvidia-driver&searchon=names'
+           '&section=non-free"',
            'kind = "primary"', "",
            "[source.deb-pci-ids]",
-           f"title = {_q('Debian ' + pci_label + ': /usr/share/misc/pci.ids (device id -> chip)')}",
+           f"title = {_q(f'Debian {pci_label}: /usr/share/misc/pci.ids (device id -> chip)')}",
            'url = "https://packages.debian.org/sid/pci.ids"',
            'kind = "secondary"', ""]
     skipped: List[str] = []
