@@ -179,6 +179,61 @@ def _driver_gpu_list(facts: Sequence[Dict[str, Any]], m: Matrix, r: TableResult)
             r.checks.append(Check(f"{name}/pci_ids", not missing,
                                   f"table {' '.join(f['pci_ids'])}, matrix "
                                   f"{' '.join(known)} ({gpu.id})"))
+        for pci in f.get("pci_ids", []) if gpu is not None else ():
+            by_id = m.find_gpu(pci)  # the id alone finds a row of the same capability
+            ok = by_id is not None and by_id.compute_capability == gpu.compute_capability
+            r.checks.append(Check(f"{name}/pci/{pci}", ok,
+                                  f"PCI {pci} resolves to {by_id.id if by_id else 'nothing'}"))
+
+
+def _branch(text: Optional[str]) -> Optional[int]:
+    """'R470' or '470.xx' -> 470."""
+    if not text:
+        return None
+    found = re.search(r"\d+", text)
+    return int(found.group(0)) if found else None
+
+
+def _driver_package_gpus(facts: Sequence[Dict[str, Any]], m: Matrix, r: TableResult) -> None:
+    """NVIDIA's packaged supported-GPU list: every name and PCI id resolves, with the chip's
+    capability, a minimum branch no later than the first packaged branch that lists it, and
+    the legacy branch (if any) as the last branch."""
+    for f in facts:
+        name, cc = f["name"], f.get("compute_capability")
+        if cc is not None and _cc(cc) < MIN_CC:
+            r.skipped += 1
+            continue
+        gpu = m.find_gpu(name)
+        r.checks.append(Check(f"{name}/present", gpu is not None,
+                              f"resolves to {gpu.id}" if gpu else "not in gpus.toml"))
+        if gpu is None:
+            continue
+        if cc is not None:
+            r.checks.append(Check(f"{name}/cc", gpu.compute_capability == cc,
+                                  f"table {cc} ({f.get('chip', '?')}), matrix "
+                                  f"{gpu.compute_capability} ({gpu.id})"))
+        for pci in f.get("pci_ids", []):
+            by_id = m.find_gpu(pci)
+            ok = by_id is not None and (cc is None or by_id.compute_capability == cc)
+            r.checks.append(Check(f"{name}/pci/{pci}", ok,
+                                  f"PCI {pci} resolves to {by_id.id if by_id else 'nothing'}"))
+        first = _branch(f.get("first_branch"))
+        ours = _branch(gpu.min_driver_branch)
+        if first is not None and ours is not None:
+            r.checks.append(Check(f"{name}/min_branch", ours <= first,
+                                  f"first listed in {f.get('first_package', f['first_branch'])}, "
+                                  f"matrix minimum {gpu.min_driver_branch} ({gpu.id})"))
+        last = m.arch(gpu).last_driver_branch
+        legacy = _branch(f.get("legacy_branch"))
+        if legacy is not None:
+            r.checks.append(Check(f"{name}/last_branch", _branch(last) == legacy,
+                                  f"table legacy {f['legacy_branch']}, matrix last "
+                                  f"{last or 'none'} ({gpu.arch})"))
+        else:  # still supported by the list's branch: the matrix must not end it earlier
+            listed = _branch(f.get("package"))
+            if listed is not None and last is not None:
+                r.checks.append(Check(f"{name}/last_branch", _branch(last) >= listed,
+                                      f"listed by {f['package']}, matrix last {last}"))
 
 
 COMPARERS: Dict[str, Callable[[Sequence[Dict[str, Any]], Matrix, TableResult], None]] = {
@@ -188,6 +243,7 @@ COMPARERS: Dict[str, Callable[[Sequence[Dict[str, Any]], Matrix, TableResult], N
     "cuda-release-drivers": _cuda_release_drivers,
     "gpu-capability": _gpu_capability,
     "driver-gpu-list": _driver_gpu_list,
+    "driver-package-gpus": _driver_package_gpus,
 }
 
 
@@ -245,7 +301,10 @@ def run(matrix: Matrix, directory: Path) -> Tuple[List[TableResult], List[Allow]
     for _path, data in read_tables(directory):
         t = data["table"]
         res = TableResult(t["id"], t["title"], t["url"])
-        COMPARERS[t["compare"]](data.get("fact", []), matrix, res)
+        # table-wide fields (the package a list came from) apply to each of its facts
+        shared = {k: t[k] for k in ("package",) if k in t}
+        facts = [{**shared, **f} for f in data.get("fact", [])]
+        COMPARERS[t["compare"]](facts, matrix, res)
         results.append(res)
     return results, read_allowlist(directory)
 

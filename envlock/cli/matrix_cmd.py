@@ -58,10 +58,11 @@ def _dump(out: Any, obj: Any) -> None:
 def _validate(args: argparse.Namespace, out: Any) -> int:
     from envlock.matrix.load import build_matrix, data_files, read_raw
     from envlock.matrix.rows import Problems
+    from envlock.matrix.stamp import content_digest
 
     files = data_files(args.dir)
     problems = Problems()
-    matrix = build_matrix(read_raw(files, problems), problems)
+    matrix = build_matrix(read_raw(files, problems), problems, content_digest(files))
     if args.json:
         _dump(out, {"ok": not problems, "version": matrix.version, "problems": problems.items,
                     "counts": _counts(matrix)})
@@ -218,13 +219,16 @@ def torch_report(matrix: Any, version: str) -> Dict[str, Any]:
         })
     triton = sorted({p for v in variants for p in v["pins"]
                      if p.lower().startswith(("triton", "pytorch-triton"))})
+    # the pairing the resolver uses (companions.toml); the wheels' own pins only without one
+    # (torchaudio 2.11.0 names no torch, yet is 2.11.0-2.14.x's torchaudio)
+    pair = matrix.companions.get(rel.version)
     return {
         "version": rel.version,
         "date": rel.date,
         "requires_python": rel.requires_python,
         "pythons": {p: list(b.pythons) for p, b in rel.builds.items()},
-        "torchvision": list(rel.torchvision),
-        "torchaudio": list(rel.torchaudio),
+        "torchvision": list(pair.torchvision if pair else rel.torchvision),
+        "torchaudio": list(pair.torchaudio if pair else rel.torchaudio),
         "triton": triton,
         "variants": variants,
     }
@@ -243,7 +247,7 @@ def _torch(args: argparse.Namespace, out: Any) -> int:
     for plat, pys in rep["pythons"].items():
         out.print(f"  {plat:<14} Python {' '.join(pys)}")
     out.print(f"  torchvision {', '.join(rep['torchvision']) or '-'};  torchaudio "
-              f"{', '.join(rep['torchaudio']) or '- (none pins this torch)'}")
+              f"{', '.join(rep['torchaudio']) or '- (none known to pair with it)'}")
     if rep["triton"]:
         out.print(f"  triton pins: {'; '.join(rep['triton'])}")
     out.print("")

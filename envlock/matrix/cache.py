@@ -32,7 +32,7 @@ from envlock.matrix.matrix import Matrix
 
 __all__ = ["cache_dir", "load_cached", "digest", "encode_matrix", "decode_matrix"]
 
-_FORMAT = 5  # 2: Matrix.companions; 3: JSON, not pickle; 4: Companions.triton; 5: symptoms
+_FORMAT = 6  # 2: Matrix.companions; 3: JSON, not pickle; 4: Companions.triton; 5: symptoms; 6: stamp
 #: the constructor arguments of :class:`Matrix`, which are what the cache holds
 _FIELDS = ("version", "sources", "archs", "gpus", "cuda_majors", "cuda_lines",
            "cuda_releases", "drivers", "nccl", "cudnn", "torch_releases", "variants",
@@ -139,7 +139,9 @@ def load_cached() -> Matrix:
     from envlock.matrix.rows import Problems
 
     problems = Problems()
-    matrix = build_matrix(read_raw(files, problems), problems)
+    from envlock.matrix.stamp import content_digest
+
+    matrix = build_matrix(read_raw(files, problems), problems, content_digest(files))
     if problems:
         raise MatrixError(problems.items)
     if path is not None:

@@ -1,4 +1,8 @@
-"""Where the matrix data lives, and reading its bytes (no parsing, cheap to import)."""
+"""Where the matrix data lives, and reading its bytes (no parsing, cheap to import).
+
+:data:`DATA_FILES` are the files the loader needs; :func:`data_files` returns every
+``*.toml`` file at the top of the matrix directory (those and any other table there), so
+the matrix stamp and the cache key cover each one."""
 
 from __future__ import annotations
 
@@ -36,14 +40,13 @@ def data_files(directory: Optional[Union[str, Path]] = None) -> Dict[str, bytes]
     out: Dict[str, bytes] = {}
     if directory is not None:
         base = Path(directory)
-        for name in DATA_FILES:
-            p = base / name
-            if p.is_file():
-                out[name] = p.read_bytes()
+        if base.is_dir():
+            for p in sorted(base.glob("*.toml")):
+                if p.is_file():
+                    out[p.name] = p.read_bytes()
         return out
     root = resources.files("envlock").joinpath("compat-matrix")
-    for name in DATA_FILES:
-        res = root.joinpath(name)
-        if res.is_file():
-            out[name] = res.read_bytes()
+    for res in sorted(root.iterdir(), key=lambda r: r.name):
+        if res.name.endswith(".toml") and res.is_file():
+            out[res.name] = res.read_bytes()
     return out

@@ -23,6 +23,7 @@ from envlock.matrix.load_torch import gpu_pins, libraries_from_pins  # noqa: F40
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import CONFIDENCES, Source
 from envlock.matrix.rows import Problems, Row
+from envlock.matrix.stamp import content_digest
 
 Source_ = Union[str, Path]
 
@@ -50,7 +51,7 @@ def load_matrix(directory: Optional[Source_] = None) -> Matrix:
     files = data_files(directory)
     problems = Problems()
     raw = read_raw(files, problems)
-    matrix = build_matrix(raw, problems)
+    matrix = build_matrix(raw, problems, content_digest(files))
     if problems:
         raise MatrixError(problems.items)
     return matrix
@@ -82,7 +83,10 @@ def _collect_sources(raw: Mapping[str, Dict[str, Any]], ctx: Ctx) -> None:
             ctx.sources[sid] = Source(id=sid, title=title, url=url, kind=kind)  # type: ignore[arg-type]
 
 
-def build_matrix(raw: Mapping[str, Dict[str, Any]], problems: Problems) -> Matrix:
+def build_matrix(raw: Mapping[str, Dict[str, Any]], problems: Problems,
+                 digest: Optional[str] = None) -> Matrix:
+    """The matrix of parsed files; ``digest`` (of the files' bytes, see
+    :mod:`envlock.matrix.stamp`) is appended to meta.toml's version as the stamp."""
     ctx = Ctx(problems)
     _collect_sources(raw, ctx)
 
@@ -92,6 +96,8 @@ def build_matrix(raw: Mapping[str, Dict[str, Any]], problems: Problems) -> Matri
         meta.problem("schema", f"unsupported matrix schema {schema} (this envlock reads 1)")
     version = meta.text("version", "unknown")
     meta.finish()
+    if digest:
+        version = f"{version}+{digest}"
 
     archs = load_gpus.archs(raw, ctx)
     drivers = load_cuda.drivers(raw, ctx)

@@ -104,6 +104,15 @@ def gpus(raw: Mapping[str, Dict[str, Any]], ctx: Ctx, archs: Mapping[str, Arch],
                     continue
                 seen_here.add(key)
                 names.setdefault(key, []).append((kind, gpu, v))
+    by_pci: Dict[str, Dict[str, str]] = {}
+    for g in out.values():
+        for pci in g.pci_ids:
+            by_pci.setdefault(pci, {})[g.id] = g.compute_capability
+    for pci, owners_cc in sorted(by_pci.items()):
+        if len(set(owners_cc.values())) > 1:  # one device id is one chip: one capability
+            desc = ", ".join(f"{gid} ({cc})" for gid, cc in sorted(owners_cc.items()))
+            ctx.problems.add("gpus.toml", "gpu", f"PCI id {pci} has several compute "
+                             f"capabilities: {desc}")
     for key, owners in names.items():
         gpus_here = {g.id: g for _, g, _ in owners}
         if len(gpus_here) < 2:

@@ -9,6 +9,12 @@ removed.
 ('rtx4090', 'rtx4090')
 >>> normalize_name("Tesla V100-SXM2-32GB")
 'v100sxm232gb'
+
+A PCI device id also finds a GPU, when no name matches: ``1BB1``, ``0x1bb1`` or
+``10de:1bb1`` (what ``lspci -n`` prints).
+
+>>> pci_device_id("10de:1bb1"), pci_device_id("0x1BB1"), pci_device_id("RTX 4090")
+('1BB1', '1BB1', None)
 """
 
 from __future__ import annotations
@@ -19,16 +25,23 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 from envlock.matrix.model import Gpu
 
-__all__ = ["normalize_name", "GpuIndex"]
+__all__ = ["normalize_name", "pci_device_id", "GpuIndex"]
 
 _DROP_WORDS = re.compile(r"\b(nvidia|geforce|tesla)\b")
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _MEMORY_SUFFIX = re.compile(r"[\s_-]+\d+\s*gb$", re.IGNORECASE)  # " 6GB", "-32GB"
+_PCI_ID = re.compile(r"^\s*(?:10de:|0x)?([0-9a-f]{4})\s*$", re.IGNORECASE)
 
 
 def normalize_name(name: str) -> str:
     text = _DROP_WORDS.sub(" ", name.lower())
     return _NON_ALNUM.sub("", text)
+
+
+def pci_device_id(text: str) -> Optional[str]:
+    """The NVIDIA PCI device id ``text`` spells, upper case, or None."""
+    m = _PCI_ID.match(text)
+    return m.group(1).upper() if m else None
 
 
 class GpuIndex:
@@ -38,7 +51,10 @@ class GpuIndex:
         self._by_key: Dict[str, List[Gpu]] = {}
         self._by_base: Dict[str, List[Gpu]] = {}  # names without their memory suffix
         self._display: Dict[str, str] = {}
+        self._by_pci: Dict[str, List[Gpu]] = {}
         for gpu in gpus:
+            for pci in gpu.pci_ids:
+                self._by_pci.setdefault(pci, []).append(gpu)
             for value in (gpu.id, gpu.name, *gpu.aliases, *gpu.nvml_names, *gpu.cuda_names):
                 key = normalize_name(value)
                 if not key:
@@ -56,7 +72,8 @@ class GpuIndex:
     def _rows(self, name: str) -> List[Gpu]:
         """Rows for a name; a name without its memory size ("GTX 1060") stands for its
         memory variants ("GTX 1060 3GB", "GTX 1060 6GB") when they share one compute
-        capability, since that is what a target needs."""
+        capability, since that is what a target needs. A PCI device id, when no name
+        matches, stands for the rows that list it (one chip, so one capability)."""
         key = normalize_name(name)
         rows = self._by_key.get(key)
         if rows:
@@ -64,6 +81,9 @@ class GpuIndex:
         variants = self._by_base.get(key, [])
         if variants and len({g.compute_capability for g in variants}) == 1:
             return variants
+        pci = pci_device_id(name)
+        if pci is not None:
+            return self._by_pci.get(pci, [])
         return []
 
     def find(self, name: str, memory_mib: Optional[int] = None) -> Optional[Gpu]:

@@ -29,7 +29,7 @@ from envlock.families import library_of_package
 from envlock.errors import NoCandidateError
 from envlock.lock.model import AppliedAdvisory
 from envlock.matrix.matrix import Matrix
-from envlock.matrix.model import Advisory, TorchVariant
+from envlock.matrix.model import Advisory, Gpu, TorchVariant
 from envlock.matrix.rules import (
     BuildLibraries,
     DriverNeed,
@@ -467,12 +467,22 @@ def _no_base(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Optio
     return msg + ("; " + "; ".join(hint) if hint else "")
 
 
+def _arch_words(matrix: Matrix, gpu: Gpu) -> str:
+    """'Kepler, last driver branch R470' for GPUs older than Volta, which NVIDIA has
+    retired (their last branch is the newest driver they can use); the arch name else."""
+    arch = matrix.archs[gpu.arch]
+    major = int(gpu.compute_capability.split(".")[0])
+    if arch.last_driver_branch and major < 7:
+        return f"{arch.name}, last driver branch {arch.last_driver_branch}"
+    return arch.name
+
+
 def _explain(matrix: Matrix, target: TargetSpec, spec: SpecifierSet, cuda: Optional[str],
              base: Sequence[TorchVariant], kernel_ok: Sequence[_Candidate],
              runnable: Sequence[_Candidate], excluded: Dict[str, List[TorchVariant]]) -> str:
     gpus = target.gpus
     names = " + ".join(g.name for g in gpus)
-    desc = "; ".join(f"{g.name} is {g.sm} ({matrix.archs[g.arch].name})" for g in gpus)
+    desc = "; ".join(f"{g.name} is {g.sm} ({_arch_words(matrix, g)})" for g in gpus)
     ranked = sorted(base, key=lambda v: _Candidate(v).rank(), reverse=True)
     if not kernel_ok:
         unknown = [v for v in base if any(gpu_coverage(v, g) is None for g in gpus)]

@@ -51,18 +51,39 @@ def test_json_error_carries_the_hint(tmp_path: Path) -> None:
                                     f"{tmp_path / 'x.lock'}'"
 
 
+def _restamped(text: str, version: str) -> str:
+    """A saved lock as if made from the matrix stamped ``version`` (its inputs-hash too)."""
+    from envlock import _toml
+    from envlock.resolve.target import hash_inputs
+
+    old = _toml.loads(text)
+    inputs = dict(old["inputs"], **{"matrix-version": version})
+    return (text.replace(f'matrix-version = "{old["matrix-version"]}"',
+                         f'matrix-version = "{version}"')
+            .replace(old["inputs-hash"], hash_inputs(inputs)))
+
+
 def test_resolve_check_json(tmp_path: Path) -> None:
+    from envlock.matrix.load import load_matrix
+
+    now = load_matrix().version
     lock = tmp_path / "envlock.lock"
-    shutil.copy(CORE, lock)
+    lock.write_text(_restamped(Path(CORE).read_text(), now))
     r = run_cli("resolve", "--check", "-o", str(lock), "--json")
     assert r.code == 0 and json.loads(r.out) == {"lock": str(lock), "up_to_date": True,
                                                  "stale": [], "regenerate": None}
-    text = lock.read_text().replace('matrix-version = "', 'matrix-version = "1999.')
-    lock.write_text(text)
+    # a lock made from an older matrix: same date, other data (the digest differs)
+    older = now.split("+")[0] + "+000000000000"
+    lock.write_text(_restamped(Path(CORE).read_text(), older))
     r = run_cli("resolve", "--check", "-o", str(lock), "--json")
     data = json.loads(r.out)
-    assert r.code == 1 and data["up_to_date"] is False and data["stale"]
+    assert r.code == 1 and data["up_to_date"] is False
+    assert data["stale"] == [f"the matrix changed ({older} -> {now})"]
     assert data["regenerate"].startswith("envlock resolve ")
+    # the saved fixture predates the stamp's digest: it is stale the same way
+    shutil.copy(CORE, lock)
+    data = json.loads(run_cli("resolve", "--check", "-o", str(lock), "--json").out)
+    assert data["stale"] == [f"the matrix changed (2026.11.21 -> {now})"]
 
 
 def test_snapshot_show_json_is_the_snapshot() -> None:

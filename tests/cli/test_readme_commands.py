@@ -53,6 +53,10 @@ SKIP: Dict[str, str] = {
                                                                         "GPUs",
     "python scripts/bench.py": "benchmarks: minutes, and compares with peers online",
     "python scripts/harvest_pypi.py --check": "reads every torch release from PyPI",
+    "python scripts/harvest_nvidia_gpus.py --check": "downloads driver packages from "
+                                                    "Debian's mirror with apt; "
+                                                    "tests/crosscheck/test_harvest_nvidia_gpus.py "
+                                                    "runs it on .deb files built there",
 }
 
 #: commands whose documented outcome includes exit code 1 (drift or problems found, a stale

@@ -67,3 +67,15 @@ def test_pypi_arch_lists_are_harvested(m, release: str) -> None:
 
 def test_third_party_cublas_is_not_primary(m) -> None:
     assert _variant(m, "2.8.0", "cu129").provenance.confidence == "secondary"
+
+
+@pytest.mark.parametrize("release", ["2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1"])
+@pytest.mark.parametrize("platform", ["linux_x86_64", "linux_aarch64"])
+def test_cu132_ptx_is_not_claimed_from_the_release_notes(m, release: str,
+                                                         platform: str) -> None:
+    # RELEASE.md's "+PTX" was wrong for cu130 (measured without PTX) and the one measured
+    # cu132 wheel (PyPI 2.15.0) has none: unknown, not compute_120
+    builds = [v for v in m.variants_for(release, platform) if v.tag == "cu132"]
+    assert builds and all(v.ptx is None for v in builds)
+    measured = m.torch_releases["2.15.0"].builds["linux_x86_64"]
+    assert measured.tag == "cu132" and not getattr(measured, "ptx", None)

@@ -68,3 +68,20 @@ def test_driver_535_runs_cuda_12_but_not_13() -> None:
 def test_driver_bad_version_is_a_usage_error() -> None:
     r = run_cli("matrix", "driver", "five-three-five")
     assert r.code == 2 and "is not an NVIDIA driver version" in r.err
+
+
+def test_torch_view_shows_the_companion_pairing() -> None:
+    # torchaudio 2.11.0 names no torch; companions.toml pairs it, as the resolver does
+    data = json.loads(run_cli("matrix", "torch", "2.11.0", "--json").out)
+    assert data["torchaudio"] == ["2.11.0"] and data["torchvision"] == ["0.26.0"]
+    text = run_cli("matrix", "torch", "2.11.0").out
+    assert "torchvision 0.26.0;  torchaudio 2.11.0\n" in text
+
+
+def test_a_gpu_of_nvidias_packaged_list_answers() -> None:
+    r = run_cli("matrix", "gpu", "Quadro P4000")
+    assert r.code == 0
+    assert "compute capability   6.1 (sm_61), Pascal (GP104)" in r.out
+    assert "last driver branch   R580" in r.out
+    data = json.loads(run_cli("matrix", "gpu", "10de:1bb1", "--json").out)
+    assert data["id"] == "quadro-p4000" and data["last_driver_branch"] == "R580"
