@@ -296,14 +296,15 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
     try:
         if request.offline and not client.is_cached(tindex, "torch"):
             raise OfflineError(f"the index page of torch on {redact(tindex)} is not cached")
-        packages, resolved_versions = _closure(request, matrix, client, config, target, v,
-                                               tindex, overrides, on_event,
-                                               _override_origins(advisories), walked)
+        packages, resolved_versions, replaced = _closure(
+            request, matrix, client, config, target, v, tindex, overrides, on_event,
+            _override_origins(advisories), walked)
         # Re-judge advisories on the real pins (the index may pin what the matrix did not,
         # and the closure is the complete package list: may-apply ones get decided).
         libs = libraries_of(resolved_versions, derived)
         advisories, extra, notes = _rejudge(matrix, spec, choice, advisories, resolved_versions,
                                             libs)
+        advisories = _constraints_kept(advisories, replaced)
         decision.extend(notes)
         decision.extend(note for (name, version), note in sorted(client.trusted.items())
                         if resolved_versions.get(name) == version)
@@ -316,9 +317,10 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                     overrides[str(canonicalize_name(req.name))] = req
             decision.append("re-resolved with overrides after reading the index's pins: "
                             + ", ".join(extra))
-            packages, resolved_versions = _closure(request, matrix, client, config, target,
-                                                   v, tindex, overrides, on_event,
-                                                   _override_origins(advisories), walked)
+            packages, resolved_versions, replaced = _closure(
+                request, matrix, client, config, target, v, tindex, overrides, on_event,
+                _override_origins(advisories), walked)
+        advisories = _constraints_kept(advisories, replaced)
     except OfflineError as exc:
         if not request.offline:
             raise
@@ -326,6 +328,9 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
         decision.append(f"offline and not cached ({exc.message}); the lock holds only the "
                         f"GPU core from the matrix, without hashes or transitive closure")
         packages, resolved_versions = _gpu_core(matrix, request, target, v, tindex, overrides)
+        pinned = {str(canonicalize_name(r.name)) for r in _parse_all(v.pins)}
+        replaced = {n for n in overrides if n in pinned}
+        advisories = _constraints_kept(advisories, replaced)
     except ConflictError as exc:
         if not dropped:
             raise
@@ -336,8 +341,14 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
         raise IndexError_(exc.message, hint=way_out(v, _other_builds(matrix, request, spec, v,
                                                                      config))) from None
     libs = libraries_of(resolved_versions, derived)
+    origins = _override_origins(advisories)
     for name, req in overrides.items():
-        decision.append(f"override: {req} (advisory) instead of the build's own pin")
+        by = origins.get(name, "advisory")
+        if name in replaced:
+            decision.append(f"override: {req} ({by}) instead of the build's own pin")
+        else:
+            decision.append(f"constraint: {req} ({by}); the other packages were resolved "
+                            f"to versions compatible with it")
     need = choice.need
     return LockTarget(
         name=spec.name,
@@ -551,7 +562,9 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
              on_event: Optional[Callable[[str], None]],
              why: Optional[Dict[str, str]] = None,
              walked: Optional["Finder"] = None) -> Tuple[List[LockedPackage],
-                                                         Dict[str, str]]:
+                                                         Dict[str, str], set]:
+    """The closure's packages, their versions, and the packages whose requirement from the
+    torch build an advisory replaced (the others' advisory requirements were constraints)."""
     from envlock.resolve.closure import (
         Finder,
         Req,
@@ -577,7 +590,7 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     hints = list(v.pins) + (list(build.requires) if build is not None and v.on_pypi else [])
     for hint in reqs_from(_parse_all(hints), target.markers, parent="matrix hint"):
         finder.prefetch(overrides_req(hint, overrides))
-    resolved = resolve_closure(finder, reqs, overrides)
+    resolved = resolve_closure(finder, reqs, overrides, why=why)
     direct = {r.name for r in reqs}
     packages: List[LockedPackage] = []
     versions: Dict[str, str] = {}
@@ -592,7 +605,22 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
         versions[name] = str(cand.version)
     if on_event:
         on_event(f"resolved {len(packages)} packages")
-    return packages, versions
+    return packages, versions, set(resolved.replaced)
+
+
+def _constraints_kept(advisories: Sequence[AppliedAdvisory],
+                      replaced: set) -> List[AppliedAdvisory]:
+    """An ``override`` advisory that replaced none of the torch build's pins took part in
+    the resolution as a constraint: it is recorded as ``constraint``, so that exports do
+    not warn of a contradicted torch pin that does not exist (torch 2.2.2 pins no numpy)."""
+    out = []
+    for a in advisories:
+        if a.action in ("override", "constraint") and a.override:
+            names = {str(canonicalize_name(Requirement(t).name)) for t in a.override}
+            a = AppliedAdvisory(a.id, "override" if names & replaced else "constraint",
+                                a.summary, a.override, a.unknown)
+        out.append(a)
+    return out
 
 
 def _override_origins(advisories: Sequence[AppliedAdvisory]) -> Dict[str, str]:
