@@ -135,3 +135,16 @@ def test_numpy_advisory_locks_a_pandas_that_imports(tmp_path: Path, pypi_cache: 
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == [locked["numpy"], locked["pandas"]]
+
+
+@skip_offline
+def test_numpy_below_2_on_python_3_13_needs_no_build(tmp_path: Path, pypi_cache: Path) -> None:
+    """numpy 1.26.4 has no cp313 wheel; its sdist's PKG-INFO (Metadata-Version 2.1) says
+    nothing reliable, but its pyproject.toml declares the dependencies statically (PEP 621):
+    no meson build runs (--no-build would make one an error)."""
+    r = run_cli("resolve", "--gpu", "H100 SXM", "--python", "3.13", "--platform",
+                "linux_x86_64", "--index-url", "https://pypi.org/simple", "--no-build",
+                "--json", "--dry-run", "numpy<2")
+    assert r.code == 0, r.err
+    (t,) = json.loads(r.out)["targets"]
+    assert {p["name"]: p["version"] for p in t["packages"]}["numpy"].startswith("1.")
