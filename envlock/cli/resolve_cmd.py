@@ -328,6 +328,11 @@ def run(args: argparse.Namespace, out: Any) -> int:
                     out.print(f"  {line}")
             for note in (spec.notes if spec is not None else ()):
                 out.print(f"  {note}")
+            from envlock.resolve.family import MEMBER_FLOORS
+
+            for r in t.driver_min_reasons:
+                if r.startswith(MEMBER_FLOORS):
+                    out.print(f"  {r}")
         if spec is not None:
             _print_driver_hint(out, args, request, spec, t.driver_min)
         if args.verbose:

@@ -44,6 +44,7 @@ from envlock.lock.model import (
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import TorchVariant
 from envlock.platforms import Target
+from envlock.resolve.family import MEMBER_FLOORS
 from envlock.resolve.hardware import (
     Choice,
     bundled_conflict,
@@ -238,7 +239,11 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     walk, walked = _torch_from_requirements(request, matrix, config, client, target)
     needs = walk.needs
     walk_notes = [walk.note] if walk.note else []
-    picked = _choose(matrix, spec, request, needs)
+    try:
+        picked = _choose(matrix, spec, request, needs)
+    except NoCandidateError as exc:
+        _family_way_out(matrix, request, spec, exc)
+        raise
     try:
         return _target_for(request, matrix, config, client, spec, target, picked, walked,
                            on_event, walk_notes)
@@ -271,7 +276,7 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                 notes: Sequence[str] = ()) -> LockTarget:
     """The lock target for one choice of build (see :func:`_resolve_target`)."""
     choice, narrowed_by, dropped = picked
-    family_note = _check_family(matrix, request, spec, choice)
+    family_note, member_floors = _check_family(matrix, request, spec, choice)
     fallback: List[str] = []
     if not request.offline:
         choice, fallback = _reachable_choice(request, matrix, config, client, spec, choice)
@@ -360,7 +365,8 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
         glibc=spec.glibc,
         driver=spec.driver,
         driver_min=None if spec.cpu else need.minimum,
-        driver_min_reasons=() if spec.cpu else need.reasons,
+        driver_min_reasons=() if spec.cpu else need.reasons + (
+            (MEMBER_FLOORS + member_floors,) if member_floors else ()),
         torch=TorchChoice(
             version=v.release, variant=v.tag, cuda=v.cuda, index=redact(tindex),
             installed_version=resolved_versions.get("torch", v.version_string),
@@ -450,54 +456,95 @@ def _other_builds(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
     return [c.variant]
 
 
-def _member_key(choice: Choice, driver: Optional[str]) -> Tuple[object, ...]:
-    """What of a choice makes a lock: the build, the advisories and (with no driver given)
-    the driver floor; with a driver, only whether it runs the build."""
-    v = choice.variant
-    floor: object = choice.need.minimum
-    if driver and choice.need.minimum:
-        from envlock.versions import V
-
-        floor = V(driver) >= V(choice.need.minimum)
-    return (v.release, v.tag, v.index, floor,
-            tuple(sorted((a.id, a.action) for a in choice.advisories)))
-
-
 def _check_family(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
-                  choice: Choice) -> Optional[str]:
-    """A family target (``--gpu H100``) covers every member only when each member on its
-    own gets the same lock; otherwise the user must say which member (exit 2)."""
+                  choice: Choice) -> Tuple[Optional[str], Optional[str]]:
+    """A family target (``--gpu H100``) covers every member when each member on its own
+    gets the same packages (build and advisories); the lock then takes the highest member
+    floor. Returns the decision note and the per-member floors (None when they agree).
+    When the packages differ the user must name a member, or a driver on which they
+    agree (exit 2); the error lists the choices that each work."""
     if not spec.family or len(spec.gpus) < 2:
-        return None
-    from dataclasses import replace
-
+        return None, None
     from envlock.errors import UsageError
+    from envlock.resolve.family import (
+        member_floors,
+        member_name,
+        member_plans,
+        same_packages,
+    )
 
     reqs = tuple(str(r) for r in request.requirements)
-    keys: Dict[str, object] = {}
-    what: Dict[str, str] = {}
-    for g in spec.gpus:
-        one = replace(spec, gpus=(g,), family=None, separate=False)
-        try:
-            c = choose_variant(matrix, one, request.torch, request.cuda, reqs)
-        except NoCandidateError:
-            keys[g.name] = what[g.name] = "no build fits"
-            continue
-        keys[g.name] = _member_key(c, spec.driver)
-        adv = ", ".join(sorted(a.id for a in c.advisories))
-        what[g.name] = (f"torch {c.variant.version_string}, driver >= {c.need.minimum}"
-                        + (f", advisories {adv}" if adv else ""))
-    if len(set(map(repr, keys.values()))) > 1:
-        listing = "; ".join(f"{n}: {what[n]}" for n in keys)
-        names = ", ".join(f"--gpu '{_short_name(n)}'" for n in keys)
+    plans = member_plans(matrix, spec, request.torch, request.cuda, reqs, request.prefer,
+                         driver=spec.driver)
+    if not same_packages(plans):
+        listing = "; ".join(
+            f"{member_name(p.gpu)}: " + (
+                f"torch {p.choice.variant.version_string}, driver >= {p.choice.need.minimum}"
+                + (", advisories " + ", ".join(sorted(a.id for a in p.choice.advisories))
+                   if p.choice.advisories else "") if p.choice is not None else p.why)
+            for p in plans)
+        ways = [f"--gpu '{member_name(p.gpu)}'" for p in plans if p.choice is not None]
+        agree = _agreeing_driver(matrix, request, spec, reqs)
+        if agree:
+            ways.append(f"--driver {agree} (every member gets one lock)")
         raise UsageError(f"--gpu {spec.family} is a family whose members need different locks "
-                         f"({listing}); name the member: {names}")
+                         f"({listing}); name the member, or a driver they agree on: "
+                         + ", ".join(ways))
     names = ", ".join(g.name for g in spec.gpus)
-    same = (f"advisories, and driver {spec.driver} runs it on each" if spec.driver
-            else "advisories and driver floor")
+    floors = member_floors(spec.family, plans)
+    same = (f"and advisories, and driver {spec.driver} runs it on each" if spec.driver
+            else "and advisories" + (f"; the driver floor is the highest member's ({floors})"
+                                     if floors else " and driver floor"))
     return (f"{spec.family} is a family ({names}; compute capability "
-            f"{spec.gpus[0].compute_capability}): each member gets this same build, "
-            f"{same}, so the lock covers all of them")
+            f"{spec.gpus[0].compute_capability}): each member gets this same build "
+            f"{same}, so the lock covers all of them"), floors
+
+
+def _family_way_out(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
+                     exc: NoCandidateError) -> None:
+    """No build runs on every member of a family with the given driver (the H100 NVL
+    needs R535 where the SXM and PCIe boards run R525): when some members do run one,
+    the error (still exit 3) lists the choices that each work: those members by name,
+    and a driver every member runs."""
+    if not spec.family or len(spec.gpus) < 2 or not spec.driver:
+        return
+    from envlock.resolve.family import member_name, member_plans
+
+    reqs = tuple(str(r) for r in request.requirements)
+    plans = member_plans(matrix, spec, request.torch, request.cuda, reqs, request.prefer,
+                         driver=spec.driver)
+    works = [p for p in plans if p.choice is not None]
+    if not works or len(works) == len(plans):
+        return
+    ways = [f"--gpu '{member_name(p.gpu)}'" for p in works]
+    agree = _agreeing_driver(matrix, request, spec, reqs)
+    if agree:
+        ways.append(f"--driver {agree} (one lock for every member)")
+    failing = [p for p in plans if p.choice is None]
+    fails = ", ".join(member_name(p.gpu) for p in failing)
+    raise NoCandidateError(
+        f"--gpu {spec.family}: driver {spec.driver} runs no allowed build on {fails} "
+        f"({failing[0].why or exc.message}); it does on "
+        f"{', '.join(member_name(p.gpu) for p in works)}",
+        hint="name the member, or a driver every member runs: " + ", ".join(ways)) from None
+
+
+def _agreeing_driver(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
+                     reqs: Tuple[str, ...]) -> Optional[str]:
+    """A driver on which every member of a family gets the same packages: the highest
+    floor of the members chosen without a driver, if it makes them agree."""
+    from envlock.resolve.family import member_plans, same_packages
+
+    free = member_plans(matrix, spec, request.torch, request.cuda, reqs, request.prefer)
+    floors = [p.floor for p in free if p.floor]
+    if not floors:
+        return None
+    top = max(floors, key=V)
+    if top == spec.driver:
+        return None
+    at = member_plans(matrix, spec, request.torch, request.cuda, reqs, request.prefer,
+                      driver=top)
+    return top if same_packages(at) else None
 
 
 def _short_name(name: str) -> str:
