@@ -60,6 +60,7 @@ from envlock.versions import V
 if TYPE_CHECKING:
     from envlock.index.client import IndexClient
     from envlock.resolve.closure import Finder, Req
+    from envlock.resolve.target import FileOptions
     from envlock.resolve.torch_needs import TorchNeed, Walk
 
 __all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
@@ -637,7 +638,10 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     hints = list(v.pins) + (list(build.requires) if build is not None and v.on_pypi else [])
     for hint in reqs_from(_parse_all(hints), target.markers, parent="matrix hint"):
         finder.prefetch(overrides_req(hint, overrides))
-    resolved = resolve_closure(finder, reqs, overrides, why=why)
+    constraints: Dict[str, SpecifierSet] = {}
+    for c in reqs_from(request.constraints, target.markers, parent="constraint"):
+        constraints[c.name] = constraints.get(c.name, SpecifierSet()) & c.specifier
+    resolved = resolve_closure(finder, reqs, overrides, why=why, constraints=constraints)
     direct = {r.name for r in reqs}
     packages: List[LockedPackage] = []
     versions: Dict[str, str] = {}
@@ -734,14 +738,24 @@ def _gpu_core(matrix: Matrix, request: ResolveRequest, target: Target, v: TorchV
     return list(out.values()), versions
 
 
-def requirement_lines_from_cli(args_reqs: Sequence[str], files: Sequence[str]) -> Tuple[
+def requirement_lines_from_cli(args_reqs: Sequence[str], files: Sequence[str],
+                               constraint_files: Sequence[str] = (),
+                               options: Optional["FileOptions"] = None) -> Tuple[
         List[Tuple[str, str]], Dict[str, str]]:
-    from envlock.resolve.target import read_requirement_file
+    """The requirement lines of the command line and of ``-r`` files, and each file's
+    digest; ``options`` (when given) collects the files' index options and the lines of
+    every constraints file (``-c`` lines and ``constraint_files``)."""
+    from envlock.resolve.target import FileOptions, read_requirement_file
 
+    options = FileOptions() if options is None else options
     lines = [("command line", r) for r in args_reqs]
     digests: Dict[str, str] = {}
     for f in files:
-        more, d = read_requirement_file(f)
+        more, d = read_requirement_file(f, options=options)
         lines.extend(more)
+        digests.update({str(Path(k)): val for k, val in d.items()})
+    for f in constraint_files:
+        more, d = read_requirement_file(f, options=options, constraint=True)
+        options.constraints.extend(more)
         digests.update({str(Path(k)): val for k, val in d.items()})
     return lines, digests

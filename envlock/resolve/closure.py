@@ -501,11 +501,14 @@ class _Provider(AbstractProvider):
     pin); ``replaced`` records where that happened."""
 
     def __init__(self, finder: Finder, overrides: Mapping[str, Requirement],
-                 python: Version) -> None:
+                 python: Version,
+                 constraints: Optional[Mapping[str, SpecifierSet]] = None) -> None:
         self.finder = finder
         self.overrides = {str(canonicalize_name(k)): v for k, v in overrides.items()}
         self.python = python
         self.replaced: Set[str] = set()
+        #: the user's constraints (``-c``): narrow a package's candidates where it appears
+        self.constraints = dict(constraints or {})
 
     def identify(self, requirement_or_candidate: Any) -> str:
         return requirement_or_candidate.identifier
@@ -537,6 +540,8 @@ class _Provider(AbstractProvider):
         ov = self.overrides.get(name)
         if ov is not None:
             spec &= ov.specifier
+        if name in self.constraints:
+            spec &= self.constraints[name]
         extras: FrozenSet[str] = frozenset().union(*(r.extras for r in reqs))
         out = []
         for c in self.finder.matching(spec, name) or []:
@@ -627,10 +632,12 @@ def _excludes(spec: SpecifierSet, pins: Sequence[str]) -> bool:
 def resolve_closure(finder: Finder, requirements: Sequence[Req],
                     overrides: Mapping[str, Requirement],
                     on_pin: Optional[Any] = None,
-                    why: Optional[Mapping[str, str]] = None) -> Resolved:
+                    why: Optional[Mapping[str, str]] = None,
+                    constraints: Optional[Mapping[str, SpecifierSet]] = None) -> Resolved:
     """The closure of ``requirements``; ``overrides`` are the advisories' requirements (see
-    :class:`_Provider`), ``why`` names the advisory of each for conflict messages."""
-    provider = _Provider(finder, overrides, finder.python)
+    :class:`_Provider`), ``why`` names the advisory of each for conflict messages;
+    ``constraints`` the user's (``-c``), by canonical name."""
+    provider = _Provider(finder, overrides, finder.python, constraints)
     finder.add_roots(requirements)
     for r in requirements:
         finder.prefetch(r)
@@ -638,7 +645,13 @@ def resolve_closure(finder: Finder, requirements: Sequence[Req],
     try:
         result = resolver.resolve(list(requirements), max_rounds=5000)
     except ResolutionImpossible as exc:
-        raise ConflictError(_impossible(exc, finder, provider.overrides, why or {})) from None
+        held = dict(provider.overrides)
+        why = dict(why or {})
+        for name, spec in provider.constraints.items():
+            if name not in held:
+                held[name] = Requirement(f"{name}{spec}")
+                why[name] = "your constraints (-c)"
+        raise ConflictError(_impossible(exc, finder, held, why)) from None
     except ResolutionTooDeep:
         raise ConflictError("the dependency resolution did not converge (too much "
                                "backtracking); pin some of your requirements more tightly")
