@@ -402,13 +402,21 @@ def _print_driver_hint(out: Any, args: argparse.Namespace, request: Any, spec: A
         out.print(f"  no build qualifies on {', '.join(f'R{b}' for b in older)}")
     argv: List[str] = []
     skip = False
+    # one target of several (--gpu A --gpu B): a --driver applies to every target, so the
+    # command names this target's GPU alone, or it fails on the others (exit 3)
+    alone = len(request.targets) > 1 and not request.together
+    dropped = ("-o", "--output", "--driver") + (("--gpu",) if alone else ())
     for a in _argv_for_header(args):
         if skip:
             skip = False
-        elif a in ("-o", "--output", "--driver"):
+        elif a in dropped:
             skip = True
-        elif not a.startswith(("--output=", "--driver=")):
+        elif not a.startswith(tuple(f"{d}=" for d in dropped if d.startswith("--"))):
             argv.append(a)
+    if alone:
+        from envlock.resolve.family import member_name
+
+        argv = ["--gpu", spec.family or member_name(spec.gpus[0])] + argv
     from envlock._redact import strip_userinfo
 
     cmd = "envlock resolve " + " ".join(shlex.quote(strip_userinfo(a)) for a in argv

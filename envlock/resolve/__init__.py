@@ -100,7 +100,8 @@ def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
         client = IndexClient(config, cache_dir=cache_dir(), offline=request.offline)
     try:
         with _fewer_collections():
-            targets = [_resolve_target(request, matrix, config, client, t, on_event)
+            targets = [_resolve_target(request, matrix, config, client, t, on_event,
+                                       command)
                        for t in request.targets]
     finally:
         if own:
@@ -224,7 +225,8 @@ def _explicit(requirements: Sequence[Requirement]) -> List[str]:
 
 def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                     client: "IndexClient", spec: TargetSpec,
-                    on_event: Optional[Callable[[str], None]]) -> LockTarget:
+                    on_event: Optional[Callable[[str], None]],
+                    command: str = "") -> LockTarget:
     """The target's lock: the build chosen for the hardware among those the requirements
     allow, and its closure.
 
@@ -247,7 +249,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
         raise
     try:
         return _target_for(request, matrix, config, client, spec, target, picked, walked,
-                           on_event, walk_notes)
+                           on_event, walk_notes, command)
     except ConflictError as exc:
         forced = [n for n in needs if n.forced]
         unforced_chose = any(not n.forced and str(n) in picked[1] for n in needs)
@@ -265,7 +267,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                 f"chosen again from the constraints no older version can relax")
         try:
             return _target_for(request, matrix, config, client, spec, target, again, walked,
-                               on_event, [note, *walk_notes])
+                               on_event, [note, *walk_notes], command)
         except ConflictError:
             raise exc from None
 
@@ -274,13 +276,14 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                 client: "IndexClient", spec: TargetSpec, target: Target,
                 picked: Tuple[Choice, List[str], List[str]], walked: Optional["Finder"],
                 on_event: Optional[Callable[[str], None]],
-                notes: Sequence[str] = ()) -> LockTarget:
+                notes: Sequence[str] = (), command: str = "") -> LockTarget:
     """The lock target for one choice of build (see :func:`_resolve_target`)."""
     choice, narrowed_by, dropped = picked
     family_note, member_floors = _check_family(matrix, request, spec, choice)
     fallback: List[str] = []
     if not request.offline:
-        choice, fallback = _reachable_choice(request, matrix, config, client, spec, choice)
+        choice, fallback = _reachable_choice(request, matrix, config, client, spec, choice,
+                                             command)
     v = choice.variant
     derived = dict(choice.libraries.versions) if choice.libraries else dict(v.libraries)
     tindex = torch_index_url(v, config, request.pytorch_index)
@@ -345,7 +348,8 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                             f"satisfies that", hint=exc.hint) from None
     except IndexError_ as exc:
         raise IndexError_(exc.message, hint=way_out(v, _other_builds(matrix, request, spec, v,
-                                                                     config))) from None
+                                                                     config),
+                                                    command)) from None
     libs = libraries_of(resolved_versions, derived)
     origins = _override_origins(advisories)
     for name, req in overrides.items():
@@ -386,7 +390,7 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
 
 def _reachable_choice(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                       client: "IndexClient", spec: TargetSpec,
-                      choice: Choice) -> Tuple[Choice, List[str]]:
+                      choice: Choice, command: str = "") -> Tuple[Choice, List[str]]:
     """The chosen build if its index serves its torch; else an equivalent build (same
     release, a CUDA line that qualifies by the same rules) from an index that does, with a
     decision line saying so; else an index error naming the ways out."""
@@ -413,7 +417,7 @@ def _reachable_choice(request: ResolveRequest, matrix: Matrix, config: IndexConf
                 + "; ".join(down.values())
                 + f"; no equivalent build of torch {first.release} is on a reachable index",
                 hint=way_out(first, _other_builds(matrix, request, spec, first, config,
-                                                  down))) from None
+                                                  down), command)) from None
     if choice.variant is first:
         return choice, []
     v = choice.variant
