@@ -552,10 +552,6 @@ def _agreeing_driver(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
     return top if same_packages(at) else None
 
 
-def _short_name(name: str) -> str:
-    return name.replace("NVIDIA ", "").replace("Tesla ", "")
-
-
 def _rejudge(matrix: Matrix, spec: TargetSpec, choice: Choice,
              advisories: List[AppliedAdvisory], versions: Dict[str, str],
              libs: Dict[str, str]) -> Tuple[List[AppliedAdvisory], List[str], List[str]]:
