@@ -310,12 +310,9 @@ _INDEX_OPTIONS = {"-i": "index_url", "--index-url": "index_url",
 def _option(line: str) -> Tuple[str, str]:
     """``--index-url URL`` / ``--index-url=URL`` / ``-iURL`` -> (option, value)."""
     if line.startswith("--"):
-        name, sep, value = line.partition("=")
-        if not sep:
-            name, _, value = line.partition(" ")
-        return name.strip(), value.strip()
-    if len(line) > 2 and line[2] not in " \t":
-        return line[:2], line[2:].strip()
+        first, _, rest = line.partition(" ")
+        name, sep, value = first.partition("=")
+        return name, (value + (" " + rest if rest else "")).strip() if sep else rest.strip()
     return line[:2], line[2:].strip()
 
 

@@ -125,3 +125,25 @@ def test_check_ignores_a_case_only_rename(world: IndexServer, tmp_path: Path,
         assert c.code == 0, (extra, c.out, c.err)
     req.write_text("Accelerate<1\n")
     assert run_cli("resolve", "--check", "-o", lock).code == 1
+
+
+def test_option_lines_split_as_pip_does(tmp_path: Path) -> None:
+    from envlock.resolve.target import FileOptions, read_requirement_file
+
+    (tmp_path / "c.txt").write_text("Accelerate<1\n")
+    f = tmp_path / "r.txt"
+    f.write_text("-ihttps://a.example/simple?token=x=y\n"
+                 "--extra-index-url=https://b.example/simple\n"
+                 "--extra-index-url https://b.example/simple\n"
+                 "--constraint=c.txt\nnumpy\n")
+    opts = FileOptions()
+    lines, digests = read_requirement_file(str(f), options=opts)
+    assert [t for _, t in lines] == ["numpy"]
+    assert opts.index_url == "https://a.example/simple?token=x=y"
+    assert opts.extra_index_urls == ["https://b.example/simple"]
+    assert [t for _, t in opts.constraints] == ["Accelerate<1"]
+    assert set(digests) == {str(f), str(tmp_path / "c.txt")}
+    f.write_text("--no-binary :all:\n")
+    with pytest.raises(Exception) as e:
+        read_requirement_file(str(f))
+    assert "not supported in requirements files" in str(e.value)
