@@ -128,7 +128,7 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
                                                 args.constraint, options)
     digests = _relative_to_lock(digests, args.output)
     labelled = local_labels(parse_requirements(lines + options.constraints), args.cuda,
-                            tuple(matrix.cuda_lines))
+                            tuple(matrix.cuda_lines), cpu=bool(args.cpu and not args.gpu))
     cuda = labelled.cuda
     reqs = list(labelled.requirements[:len(lines)])
     spec, rest = torch_spec_from(reqs, args.torch)

@@ -438,7 +438,7 @@ _LABELLED = ("torch", "torchvision", "torchaudio")
 
 
 def local_labels(requirements: Sequence[Requirement], cuda: Optional[str],
-                 cuda_lines: Sequence[str]) -> LocalLabel:
+                 cuda_lines: Sequence[str], cpu: bool = False) -> LocalLabel:
     """Read and drop ``+cuXYZ`` labels of torch, torchvision and torchaudio pins.
 
     The labels must agree with each other and with ``--cuda``; ``+cpu`` or a ROCm label
@@ -467,6 +467,8 @@ def local_labels(requirements: Sequence[Requirement], cuda: Optional[str],
         raise InputError(f"the requirements name different builds of the torch family "
                          f"({named}); use one local label (one CUDA line) for all of them")
     (label, pins), = labels.items()
+    if label == "cpu" and cpu:  # --cpu: the CPU build is the one chosen anyway
+        return LocalLabel(None, cuda, tuple(out))
     m = re.fullmatch(r"cu(\d+)(\d)", label)
     line = f"{int(m.group(1))}.{m.group(2)}" if m else None
     if line is None or line not in cuda_lines:

@@ -85,6 +85,13 @@ def test_labels_that_disagree_or_name_no_cuda_build(world: IndexServer, tmp_path
     r, _ = _resolve(world, tmp_path, "torch==2.5.1+cu121", "--cuda", "12.4", "--dry-run",
                     index=True)
     assert r.code == 2 and "--cuda 12.4" in r.err and "drop one of them" in r.err
+    # +cpu on a GPU target: the way out the error names (--cpu) works
+    r = run_cli("resolve", "--gpu", "H100 SXM", "--offline", "--python", "3.11",
+                "torch==2.1.2+cpu", "--dry-run")
+    assert r.code == 2 and "use --cpu for a CPU-only lock" in r.err, r.err
+    r = run_cli("resolve", "--cpu", "--offline", "--python", "3.11", "torch==2.1.2+cpu",
+                "--dry-run")
+    assert r.code == 0 and "torch 2.1.2+cpu (cpu" in r.out, r.err
 
 
 @pytest.mark.parametrize("line, says", [
