@@ -166,6 +166,9 @@ WORKLOADS = [
     ("vllm==0.8.5", "2.6.0", ["vllm==0.8.5"]),
 ]
 
+#: labels (substrings) of the closure workloads to run (``--workloads``); empty: all
+WANTED: List[str] = []
+
 #: the most recent peak RSS (KiB) of each timed command, by its program name
 PEAK_RSS: Dict[str, List[int]] = {}
 
@@ -234,6 +237,8 @@ def bench_closure(n: int) -> None:
         return
     print(f"  (uv: {uv})", flush=True)
     for label, torch, more in WORKLOADS:
+        if WANTED and not any(w in label for w in WANTED):
+            continue
         with tempfile.TemporaryDirectory() as d:
             req = Path(d) / "req.in"
             req.write_text("\n".join([f"torch=={torch}", *more]) + "\n")
@@ -272,6 +277,9 @@ def bench_closure(n: int) -> None:
                 # uv ask the network again on every warm run, which flatters envlock
                 (ow2, ow2cpu), (to, tocpu) = _paired(ours, [*theirs, "--offline"], env, n,
                                                       None, None)
+                # like for like: both from their caches alone, no revalidation
+                (ow3, ow3cpu), _ = _paired([*ours, "--offline"], [*theirs, "--offline"], env,
+                                           n, None, None)
             except RuntimeError as exc:
                 row(f"{label}", "failed", str(exc)[:60])
                 continue
@@ -291,6 +299,10 @@ def bench_closure(n: int) -> None:
             f"{ow2 / to:.2f}x", "<= 2x uv", "ok" if ow2 <= 2 * to else "over")
         row(f"{label}, warm CPU vs uv --offline", ms(ow2cpu), f"uv --offline {ms(tocpu)}",
             f"{ow2cpu / max(tocpu, 1e-9):.2f}x", "(info)")
+        row(f"{label}, --offline warm vs uv --offline", ms(ow3), f"uv --offline {ms(to)}",
+            f"{ow3 / to:.2f}x", "(info)")
+        row(f"{label}, --offline warm CPU vs uv --offline", ms(ow3cpu),
+            f"uv --offline {ms(tocpu)}", f"{ow3cpu / max(tocpu, 1e-9):.2f}x", "(info)")
         row(f"{label}, peak RSS", f"{ours_rss // 1024} MB", f"uv {theirs_rss // 1024} MB",
             f"{ours_rss / max(theirs_rss, 1):.2f}x", "<= 1.2x uv",
             "ok" if ours_rss <= 1.2 * theirs_rss else "over")
@@ -476,7 +488,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="matrix,offline,verify,closure,fleet,training,triage")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument("--workloads", default="", metavar="LABEL[,LABEL...]",
+                    help="closure: only the workloads whose label contains one of these")
     args = ap.parse_args(argv)
+    WANTED[:] = [w for w in args.workloads.split(",") if w]
     n = 3 if args.quick else 7
     only = set(args.only.split(","))
     # pip compiles bytecode at install time; a checkout (or PYTHONDONTWRITEBYTECODE=1)
