@@ -121,13 +121,7 @@ def pkg_info(data: bytes, filename: str) -> Optional[bytes]:
 
 def build_metadata(data: bytes, filename: str, project: str, settings: BuildSettings,
                    *, no_build: bool = False) -> bytes:
-    """The METADATA a PEP 517 backend produces for this sdist; without a build when its
-    ``pyproject.toml`` declares the dependencies statically (PEP 621)."""
-    from envlock.index.pyproject_meta import static_metadata
-
-    static = static_metadata(data, filename, project)
-    if static is not None:
-        return static
+    """The METADATA a PEP 517 backend produces for this sdist."""
     if no_build:
         raise NoBuildError(
             f"{project} ({filename}) is only available as a source distribution whose "
