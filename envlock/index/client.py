@@ -385,7 +385,7 @@ class IndexClient:
                 built = build_metadata(data, dist.filename, dist.name, settings,
                                        no_build=self.no_build)
         except BuildError as exc:
-            remember_failure(built_path, exc)
+            remember_failure(built_path, exc, self._store)
             hint = _trust_hint(dist, info)
             if hint is None or exc.hint:
                 raise

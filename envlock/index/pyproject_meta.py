@@ -20,7 +20,7 @@ import io
 import tarfile
 import zipfile
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 __all__ = ["static_metadata", "metadata_from_project", "remember_failure", "failed_build"]
 
@@ -143,9 +143,11 @@ _TRANSIENT = ("could not be prepared", "timed out", "deadline", "--no-build", "c
               "interrupted")
 
 
-def remember_failure(built_path: Optional[Path], exc: BaseException) -> None:
+def remember_failure(built_path: Optional[Path], exc: BaseException,
+                     store: Callable[[Optional[Path], bytes], None]) -> None:
     """Write the reason a build of this sdist failed next to where its metadata would be
-    cached (``<sha256>.failed``): the same bytes fail the same way, and numpy's meson
+    cached (``<sha256>.failed``), through the cache's own writer ``store`` (which never
+    writes through a planted link): the same bytes fail the same way, and numpy's meson
     build takes 40 s to do it. Transient failures are not remembered."""
     from envlock.errors import NoBuildError
 
@@ -153,22 +155,20 @@ def remember_failure(built_path: Optional[Path], exc: BaseException) -> None:
     if built_path is None or isinstance(exc, NoBuildError) or \
             any(t in message for t in _TRANSIENT):
         return
-    try:
-        from envlock._files import atomic_write_bytes
-
-        built_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(built_path.with_suffix(".failed"), message.encode("utf-8"),
-                           durable=False)
-    except Exception:  # noqa: BLE001 - a cache that cannot be written is only slower
-        pass
+    store(built_path.with_suffix(".failed"), message.encode("utf-8"))
 
 
 def failed_build(built_path: Optional[Path], *, refresh: bool = False) -> Optional[str]:
     """The remembered reason a build of this sdist failed, or None (also under
-    ``--refresh``, which tries every build again)."""
+    ``--refresh``, which tries every build again). A link is not followed."""
     if built_path is None or refresh:
         return None
+    import os
+
     try:
-        return built_path.with_suffix(".failed").read_bytes().decode("utf-8", "replace")[:2000]
+        fd = os.open(built_path.with_suffix(".failed"),
+                     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(2000).decode("utf-8", "replace")
     except OSError:
         return None
