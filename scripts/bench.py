@@ -277,9 +277,14 @@ def bench_closure(n: int) -> None:
                 # uv ask the network again on every warm run, which flatters envlock
                 (ow2, ow2cpu), (to, tocpu) = _paired(ours, [*theirs, "--offline"], env, n,
                                                       None, None)
-                # like for like: both from their caches alone, no revalidation
-                (ow3, ow3cpu), _ = _paired([*ours, "--offline"], [*theirs, "--offline"], env,
-                                           n, None, None)
+                # like for like: both from their caches alone, no revalidation. Offline
+                # envlock cannot see which index is down, so --prefer pypi names the build
+                # the online run fell back to (uv's); its own -o, so the pins compared
+                # below stay the online run's
+                offline_ours = [*ours[:ours.index("-o")], "-o", str(Path(d) / "off.lock"),
+                                *ours[ours.index("-o") + 2:], "--offline", "--prefer", "pypi"]
+                (ow3, ow3cpu), _ = _paired(offline_ours, [*theirs, "--offline"], env, n,
+                                           None, None)
             except RuntimeError as exc:
                 row(f"{label}", "failed", str(exc)[:60])
                 continue
