@@ -56,7 +56,7 @@ def _is_package_file(rel: str) -> bool:
     parts = rel.split("/")
     if "__pycache__" in parts:
         return False
-    if rel.endswith(".py") or rel == "py.typed":
+    if rel.endswith(".py") or rel in ("py.typed", "matrix/prebuilt-matrix.json"):
         return True
     return (len(parts) == 2 and ((parts[0] == "compat-matrix" and rel.endswith(".toml"))
                                  or (parts[0] == "schemas" and rel.endswith(".json"))))

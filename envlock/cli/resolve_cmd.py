@@ -59,7 +59,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--glibc", default=None, metavar="X.Y",
                    help="target glibc for manylinux wheels (default 2.28)")
     p.add_argument("-r", "--requirement", action="append", default=[], metavar="FILE",
-                   help="read requirements from a file (repeatable)")
+                   help="read requirements from a file (repeatable); its --index-url, "
+                        "--extra-index-url and -c lines count as pip's do")
+    p.add_argument("-c", "--constraint", action="append", default=[], metavar="FILE",
+                   help="a constraints file: versions allowed for packages that are "
+                        "locked anyway, as pip's -c (repeatable)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="an environment variable the targets must run with (checked by verify)")
     p.add_argument("--index-url", help="primary package index (default: pip's configuration)")
@@ -129,10 +133,19 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
         torch_spec_from,
     )
 
-    lines, digests = requirement_lines_from_cli(args.requirements, args.requirement)
+    from envlock.resolve.target import FileOptions, local_labels
+
+    options = FileOptions()
+    lines, digests = requirement_lines_from_cli(args.requirements, args.requirement,
+                                                args.constraint, options)
     digests = _relative_to_lock(digests, args.output)
-    reqs = parse_requirements(lines)
+    labelled = local_labels(parse_requirements(lines + options.constraints), args.cuda,
+                            tuple(matrix.cuda_lines), cpu=bool(args.cpu and not args.gpu))
+    cuda = labelled.cuda
+    reqs = list(labelled.requirements[:len(lines)])
     spec, rest = torch_spec_from(reqs, args.torch)
+    cspec, constraints = torch_spec_from(labelled.requirements[len(lines):], None)
+    spec &= cspec
     if args.from_snapshot:
         if getattr(args, "from_node", None):
             raise UsageError("give --from-snapshot or --from-node, not both")
@@ -162,12 +175,14 @@ def build_request(args: argparse.Namespace, matrix: Any, config: Any) -> Any:
     if args.cuda and args.cuda not in matrix.cuda_lines:
         raise UsageError(f"--cuda {args.cuda!r}: not a CUDA line the matrix knows "
                          f"({', '.join(matrix.cuda_lines)})")
+    prefer = args.prefer or ("pytorch-index" if labelled.label else None)
     return ResolveRequest(
-        targets=tuple(targets), torch=spec, cuda=args.cuda, requirements=tuple(rest),
+        targets=tuple(targets), torch=spec, cuda=cuda, requirements=tuple(rest),
+        constraints=tuple(constraints),
         requirement_files=digests, offline=args.offline,
         indexes=tuple(redact(u) for u in config.indexes),
         pytorch_index=_pytorch_index(args, config), env=_parse_env(args.env),
-        together=args.together, prefer=args.prefer, prerelease=args.prerelease,
+        together=args.together, prefer=prefer, prerelease=args.prerelease,
         trust_pkg_info=_trusted_names(args.trust_pkg_info))
 
 
@@ -302,12 +317,27 @@ def _relative_to_lock(digests: Dict[str, str], output: str) -> Dict[str, str]:
 
 
 def _index_config(args: argparse.Namespace) -> Any:
+    """pip's configuration, then the requirements files' index lines, then the command
+    line's options (the command line's --index-url wins over a file's)."""
     from envlock.index.config import load_index_config
 
+    files = _file_options(args)
+    extras = list(args.extra_index_url or []) + [u for u in files.extra_index_urls
+                                                 if u not in (args.extra_index_url or [])]
     return load_index_config(
-        index_url=args.index_url,
-        extra_index_urls=tuple(args.extra_index_url) if args.extra_index_url is not None
+        index_url=args.index_url or files.index_url,
+        extra_index_urls=tuple(extras) if args.extra_index_url is not None or extras
         else None)
+
+
+def _file_options(args: argparse.Namespace) -> Any:
+    """Index options and constraints of the requirements and constraints files."""
+    from envlock.resolve import requirement_lines_from_cli
+    from envlock.resolve.target import FileOptions
+
+    options = FileOptions()
+    requirement_lines_from_cli((), args.requirement, args.constraint, options)
+    return options
 
 
 def _has_target_args(args: argparse.Namespace) -> bool:
@@ -392,6 +422,11 @@ def run(args: argparse.Namespace, out: Any) -> int:
                     out.print(f"  {line}")
             for note in (spec.notes if spec is not None else ()):
                 out.print(f"  {note}")
+            from envlock.resolve.family import MEMBER_FLOORS
+
+            for r in t.driver_min_reasons:
+                if r.startswith(MEMBER_FLOORS):
+                    out.print(f"  {r}")
         if spec is not None:
             _print_driver_hint(out, args, request, spec, t.driver_min)
         _print_installer_env(out, t.installer_env, args.verbose)
@@ -454,13 +489,21 @@ def _print_driver_hint(out: Any, args: argparse.Namespace, request: Any, spec: A
         out.print(f"  no build qualifies on {', '.join(f'R{b}' for b in older)}")
     argv: List[str] = []
     skip = False
+    # one target of several (--gpu A --gpu B): a --driver applies to every target, so the
+    # command names this target's GPU alone, or it fails on the others (exit 3)
+    alone = len(request.targets) > 1 and not request.together
+    dropped = ("-o", "--output", "--driver") + (("--gpu",) if alone else ())
     for a in _argv_for_header(args):
         if skip:
             skip = False
-        elif a in ("-o", "--output", "--driver"):
+        elif a in dropped:
             skip = True
-        elif not a.startswith(("--output=", "--driver=")):
+        elif not a.startswith(tuple(f"{d}=" for d in dropped if d.startswith("--"))):
             argv.append(a)
+    if alone:
+        from envlock.resolve.family import member_name
+
+        argv = ["--gpu", spec.family or member_name(spec.gpus[0])] + argv
     from envlock._redact import strip_userinfo
 
     cmd = "envlock resolve " + " ".join(shlex.quote(strip_userinfo(a)) for a in argv
@@ -524,7 +567,7 @@ def _check(args: argparse.Namespace, out: Any, matrix: Any) -> int:
     path = args.output if args.output != "-" else DEFAULT_LOCK
     lock = load_lock(path)
     reasons: List[str] = []
-    if _has_target_args(args) or args.requirements or args.requirement:
+    if _has_target_args(args) or args.requirements or args.requirement or args.constraint:
         config = _index_config(args)
         request = build_request(args, matrix, config)
         fresh_hash = request.inputs_hash(matrix.version)

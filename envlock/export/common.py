@@ -38,6 +38,8 @@ __all__ = [
     "describe_target",
     "pin",
     "overrides",
+    "constraints",
+    "constraint_notes",
     "require_hashes",
     "gpu_core_warning",
     "override_warning",
@@ -173,6 +175,34 @@ def overrides(t: LockTarget) -> Dict[str, Tuple[str, str]]:
     return out
 
 
+def constraints(t: LockTarget) -> Dict[str, Tuple[str, str]]:
+    """Package name -> (advisory id, requirement) for every advisory requirement that took
+    part in the resolution as a constraint (the lock's pin satisfies it and every package's
+    own requirements; nothing was overridden)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    out: Dict[str, Tuple[str, str]] = {}
+    for a in t.advisories:
+        if a.action != "constraint":
+            continue
+        for text in a.override:
+            try:
+                out[canonicalize_name(Requirement(text).name)] = (a.id, text)
+            except InvalidRequirement:
+                continue
+    return out
+
+
+def constraint_notes(t: LockTarget) -> List[str]:
+    """Header lines naming the advisories that held a package to a version."""
+    held = constraints(t)
+    if not held:
+        return []
+    return ["Held by advisories (the other packages were resolved to fit them): " + ", ".join(
+        f"{req} ({aid})" for _, (aid, req) in sorted(held.items()))]
+
+
 def require_hashes(request: ExportRequest, fmt: str) -> None:
     """Refuse (exit 2) when a format that needs hashes meets a target without them."""
     t = request.target
@@ -303,6 +333,7 @@ def header_lines(request: ExportRequest, title: str, body: Sequence[str] = (),
     if request.lock.command:
         lines += ["The lock was made with:", f"  {request.lock.command}"]
     lines += ["", f"Target {t.name}: {describe_target(t)}"]
+    body = [*body, *constraint_notes(t)]
     if body:
         lines += ["", *body]
     if warnings:

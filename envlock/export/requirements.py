@@ -15,6 +15,7 @@ from typing import List
 from envlock.export.common import (
     ExportRequest,
     Exporter,
+    constraints,
     header_lines,
     index_plan,
     overrides,
@@ -55,11 +56,15 @@ def pip_option_value(value: str) -> str:
 def hashed_lines(request: ExportRequest) -> List[str]:
     """One ``name==version`` requirement per package with all its hashes."""
     ov = overrides(request.target)
+    held = constraints(request.target)
     out: List[str] = []
     for p in sorted(request.target.packages, key=lambda p: p.name):
         if p.name in ov:
             aid, _ = ov[p.name]
             out.append(f"# advisory {aid}: this pin overrides the torch build's own pin")
+        elif p.name in held:
+            aid, req = held[p.name]
+            out.append(f"# advisory {aid}: held to {req}")
         hashes = [f"--hash=sha256:{h}" for h in p.hashes]
         if hashes:
             out.append(f"{pin(p)} \\")

@@ -317,6 +317,11 @@ class IndexClient:
     def _sdist_metadata(self, dist: Dist) -> Metadata:
         """PKG-INFO when it is reliable (or trusted: ``--trust-pkg-info``), else the
         metadata its build backend produces."""
+        from envlock.index.pyproject_meta import (
+            failed_build,
+            remember_failure,
+            static_metadata,
+        )
         from envlock.index.sdist_build import (
             BuildSettings,
             build_metadata,
@@ -359,6 +364,19 @@ class IndexClient:
                 return parse_metadata(built_path.read_bytes())
             except OSError:
                 pass
+        # PEP 621: dependencies declared statically in pyproject.toml are what a build
+        # would give (numpy 1.26.4's meson build: 40 s, and it fails on Python 3.13)
+        static = static_metadata(data, dist.filename, dist.name)
+        if static is not None:
+            self._store(built_path, static)
+            return parse_metadata(static)
+        failed = failed_build(built_path, refresh=self.transport.refresh)
+        if failed is not None:
+            raise BuildError(f"{failed} (a failed build of this sdist, sha256 {sha[:12]}..., "
+                             f"remembered in the cache)",
+                             hint=f"to build it again, run the same command with --refresh "
+                                  f"(or remove {built_path.with_suffix('.failed')})"
+                             if built_path is not None else None)
         settings = BuildSettings(index_url=self.config.index_url,
                                  extra_index_urls=tuple(self.config.extra_index_urls),
                                  find_links=tuple(self.config.find_links))
@@ -367,6 +385,7 @@ class IndexClient:
                 built = build_metadata(data, dist.filename, dist.name, settings,
                                        no_build=self.no_build)
         except BuildError as exc:
+            remember_failure(built_path, exc, self._store)
             hint = _trust_hint(dist, info)
             if hint is None or exc.hint:
                 raise

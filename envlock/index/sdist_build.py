@@ -339,7 +339,8 @@ def _pip_install_into(target: str, requires: Sequence[str], settings: BuildSetti
                          f"({', '.join(requires)}) failed: {exc}") from None
     if p.returncode != 0:
         raise BuildError(f"{filename}: installing its build requirements "
-                         f"({', '.join(requires)}) failed: {_last_line(p.stderr or p.stdout)}")
+                         f"({', '.join(requires)}) failed: "
+                         f"{_last_line(p.stderr or p.stdout, p.returncode)}")
 
 
 #: Runs inside the build environment: calls one hook and writes its result as JSON.
@@ -395,13 +396,45 @@ def _hook(python: str, src: Path, backend: str, backend_path: Optional[str], hoo
         raise BuildError(f"{filename}: its build backend ({backend}) failed: {exc}") from None
     if p.returncode != 0:
         raise BuildError(f"{filename}: its build backend ({backend}) failed: "
-                         f"{_last_line(p.stderr or p.stdout)}")
+                         f"{_last_line(p.stderr or p.stdout, p.returncode)}")
     try:
         return json.loads(result_file.read_text())["result"]
     except (OSError, ValueError, KeyError) as exc:
         raise BuildError(f"{filename}: its build backend gave no result ({exc})") from None
 
 
-def _last_line(text: str) -> str:
+def _last_line(text: str, returncode: Optional[int] = None) -> str:
+    """The end of a failed step's output, in one line, with how it ended.
+
+    A line that points at a log file inside the build's temporary directory (meson's "A
+    full log can be found at /tmp/envlock-build-.../meson-log.txt") is useless once that
+    directory is gone: the lines before it are shown instead (the tail, up to three)."""
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "no output"
+    kept = [ln for ln in lines if not _TEMP_LOG.search(ln)]
+    if len(kept) < len(lines):
+        tail = " | ".join(kept[-3:])[-400:]
+    else:
+        tail = kept[-1][:300] if kept else ""
+    how = _ended(returncode)
+    if not tail:
+        return "no output" + (f" ({how})" if how else "")
+    return tail + (f" ({how})" if how else "")
+
+
+#: a log path inside a build's temporary directory, deleted when the build ends
+_TEMP_LOG = re.compile(r"envlock-build(env)?-[^\s/]*/\S*\.(log|txt)\b")
+
+
+def _ended(returncode: Optional[int]) -> str:
+    """``exit status 1`` / ``killed by signal SIGKILL`` (POSIX: a negative return code)."""
+    if returncode is None or returncode == 0:
+        return ""
+    if returncode < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = str(-returncode)
+        return f"killed by signal {name}"
+    return f"exit status {returncode}"

@@ -51,7 +51,8 @@ class LockedPackage:
 class AppliedAdvisory:
     """An advisory the resolver acted on for a target.
 
-    ``action``: ``excluded`` (builds it ruled out), ``override`` (requirements it replaced),
+    ``action``: ``excluded`` (builds it ruled out), ``override`` (pins of the torch build it
+    replaced), ``constraint`` (requirements the resolution met, other packages fitted to it),
     ``warning`` (true, nothing to change), or ``may-apply`` (its condition is unknown for the
     chosen build and nothing better qualified). ``unknown`` names the facts that were
     unknown: non-empty means the advisory *may* apply (an ``override`` with unknown facts is
@@ -59,7 +60,7 @@ class AppliedAdvisory:
     """
 
     id: str
-    action: str  # excluded | override | warning | may-apply
+    action: str  # excluded | override | constraint | warning | may-apply
     summary: str
     override: Tuple[str, ...] = ()
     unknown: Tuple[str, ...] = ()

@@ -30,7 +30,12 @@ from envlock.matrix import model
 from envlock.matrix.files import data_files
 from envlock.matrix.matrix import Matrix
 
-__all__ = ["cache_dir", "load_cached", "digest", "encode_matrix", "decode_matrix"]
+__all__ = ["cache_dir", "load_cached", "digest", "encode_matrix", "decode_matrix",
+           "PREBUILT", "encode_prebuilt", "load_prebuilt"]
+
+#: the validated matrix generated when the wheel is built (setup.py's build_py), next to
+#: this module: the first run after an install then parses no TOML either
+PREBUILT = "prebuilt-matrix.json"
 
 _FORMAT = 6  # 2: Matrix.companions; 3: JSON, not pickle; 4: Companions.triton; 5: symptoms; 6: stamp
 #: the constructor arguments of :class:`Matrix`, which are what the cache holds
@@ -124,6 +129,37 @@ def _read_cache(path: Path) -> Optional[Matrix]:
         return None
 
 
+def encode_prebuilt(files: Dict[str, bytes]) -> bytes:
+    """The prebuilt matrix for these data files: their :func:`digest` and the validated
+    matrix, in the cache's format. Raises :class:`~envlock.errors.MatrixError` on invalid
+    data (a wheel is never built from a matrix that does not validate)."""
+    from envlock.errors import MatrixError
+    from envlock.matrix.load import build_matrix, read_raw
+    from envlock.matrix.rows import Problems
+
+    problems = Problems()
+    matrix = build_matrix(read_raw(files, problems), problems)
+    if problems:
+        raise MatrixError(problems.items)
+    return b'{"key":"' + digest(files).encode() + b'","matrix":' + encode_matrix(matrix) + b"}"
+
+
+def load_prebuilt(key: str, data: Optional[bytes] = None) -> Optional[Matrix]:
+    """The prebuilt matrix shipped in the package when it was made from exactly these
+    data files and this envlock (``key``, see :func:`digest`); None otherwise (a checkout,
+    edited data, a damaged file)."""
+    try:
+        if data is None:
+            data = Path(__file__).with_name(PREBUILT).read_bytes()
+        # the key is the first field: a mismatch is found without decoding the rest
+        head = b'{"key":"' + key.encode() + b'","matrix":'
+        if not data.startswith(head) or not data.endswith(b"}"):
+            return None
+        return decode_matrix(data[len(head):-1])
+    except Exception:  # noqa: BLE001 - any trouble means "load normally"
+        return None
+
+
 def load_cached() -> Matrix:
     from envlock.errors import MatrixError
 
@@ -135,6 +171,9 @@ def load_cached() -> Matrix:
         cached = _read_cache(path)
         if cached is not None:
             return cached
+    prebuilt = load_prebuilt(key)
+    if prebuilt is not None:
+        return prebuilt
     from envlock.matrix.load import build_matrix, read_raw
     from envlock.matrix.rows import Problems
 

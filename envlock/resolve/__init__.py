@@ -44,6 +44,7 @@ from envlock.lock.model import (
 from envlock.matrix.matrix import Matrix
 from envlock.matrix.model import TorchVariant
 from envlock.platforms import Target
+from envlock.resolve.family import MEMBER_FLOORS
 from envlock.resolve.hardware import (
     Choice,
     bundled_conflict,
@@ -59,6 +60,7 @@ from envlock.versions import V
 if TYPE_CHECKING:
     from envlock.index.client import IndexClient
     from envlock.resolve.closure import Finder, Req
+    from envlock.resolve.target import FileOptions
     from envlock.resolve.torch_needs import TorchNeed, Walk
 
 __all__ = ["resolve", "torch_index_url", "ResolveRequest", "TargetSpec"]
@@ -98,7 +100,8 @@ def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
         client = IndexClient(config, cache_dir=cache_dir(), offline=request.offline)
     try:
         with _fewer_collections():
-            targets = [_resolve_target(request, matrix, config, client, t, on_event)
+            targets = [_resolve_target(request, matrix, config, client, t, on_event,
+                                       command)
                        for t in request.targets]
     finally:
         if own:
@@ -222,7 +225,8 @@ def _explicit(requirements: Sequence[Requirement]) -> List[str]:
 
 def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                     client: "IndexClient", spec: TargetSpec,
-                    on_event: Optional[Callable[[str], None]]) -> LockTarget:
+                    on_event: Optional[Callable[[str], None]],
+                    command: str = "") -> LockTarget:
     """The target's lock: the build chosen for the hardware among those the requirements
     allow, and its closure.
 
@@ -238,10 +242,14 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
     walk, walked = _torch_from_requirements(request, matrix, config, client, target)
     needs = walk.needs
     walk_notes = [walk.note] if walk.note else []
-    picked = _choose(matrix, spec, request, needs)
+    try:
+        picked = _choose(matrix, spec, request, needs)
+    except NoCandidateError as exc:
+        _family_way_out(matrix, request, spec, exc)
+        raise
     try:
         return _target_for(request, matrix, config, client, spec, target, picked, walked,
-                           on_event, walk_notes)
+                           on_event, walk_notes, command)
     except ConflictError as exc:
         forced = [n for n in needs if n.forced]
         unforced_chose = any(not n.forced and str(n) in picked[1] for n in needs)
@@ -259,7 +267,7 @@ def _resolve_target(request: ResolveRequest, matrix: Matrix, config: IndexConfig
                 f"chosen again from the constraints no older version can relax")
         try:
             return _target_for(request, matrix, config, client, spec, target, again, walked,
-                               on_event, [note, *walk_notes])
+                               on_event, [note, *walk_notes], command)
         except ConflictError:
             raise exc from None
 
@@ -268,13 +276,14 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                 client: "IndexClient", spec: TargetSpec, target: Target,
                 picked: Tuple[Choice, List[str], List[str]], walked: Optional["Finder"],
                 on_event: Optional[Callable[[str], None]],
-                notes: Sequence[str] = ()) -> LockTarget:
+                notes: Sequence[str] = (), command: str = "") -> LockTarget:
     """The lock target for one choice of build (see :func:`_resolve_target`)."""
     choice, narrowed_by, dropped = picked
-    family_note = _check_family(matrix, request, spec, choice)
+    family_note, member_floors = _check_family(matrix, request, spec, choice)
     fallback: List[str] = []
     if not request.offline:
-        choice, fallback = _reachable_choice(request, matrix, config, client, spec, choice)
+        choice, fallback = _reachable_choice(request, matrix, config, client, spec, choice,
+                                             command)
     v = choice.variant
     derived = dict(choice.libraries.versions) if choice.libraries else dict(v.libraries)
     tindex = torch_index_url(v, config, request.pytorch_index)
@@ -296,14 +305,15 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
     try:
         if request.offline and not client.is_cached(tindex, "torch"):
             raise OfflineError(f"the index page of torch on {redact(tindex)} is not cached")
-        packages, resolved_versions = _closure(request, matrix, client, config, target, v,
-                                               tindex, overrides, on_event,
-                                               _override_origins(advisories), walked)
+        packages, resolved_versions, replaced = _closure(
+            request, matrix, client, config, target, v, tindex, overrides, on_event,
+            _override_origins(advisories), walked)
         # Re-judge advisories on the real pins (the index may pin what the matrix did not,
         # and the closure is the complete package list: may-apply ones get decided).
         libs = libraries_of(resolved_versions, derived)
         advisories, extra, notes = _rejudge(matrix, spec, choice, advisories, resolved_versions,
                                             libs)
+        advisories = _constraints_kept(advisories, replaced)
         decision.extend(notes)
         decision.extend(note for (name, version), note in sorted(client.trusted.items())
                         if resolved_versions.get(name) == version)
@@ -316,9 +326,10 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                     overrides[str(canonicalize_name(req.name))] = req
             decision.append("re-resolved with overrides after reading the index's pins: "
                             + ", ".join(extra))
-            packages, resolved_versions = _closure(request, matrix, client, config, target,
-                                                   v, tindex, overrides, on_event,
-                                                   _override_origins(advisories), walked)
+            packages, resolved_versions, replaced = _closure(
+                request, matrix, client, config, target, v, tindex, overrides, on_event,
+                _override_origins(advisories), walked)
+        advisories = _constraints_kept(advisories, replaced)
     except OfflineError as exc:
         if not request.offline:
             raise
@@ -326,6 +337,9 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
         decision.append(f"offline and not cached ({exc.message}); the lock holds only the "
                         f"GPU core from the matrix, without hashes or transitive closure")
         packages, resolved_versions = _gpu_core(matrix, request, target, v, tindex, overrides)
+        pinned = {str(canonicalize_name(r.name)) for r in _parse_all(v.pins)}
+        replaced = {n for n in overrides if n in pinned}
+        advisories = _constraints_kept(advisories, replaced)
     except ConflictError as exc:
         if not dropped:
             raise
@@ -334,10 +348,17 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                             f"satisfies that", hint=exc.hint) from None
     except IndexError_ as exc:
         raise IndexError_(exc.message, hint=way_out(v, _other_builds(matrix, request, spec, v,
-                                                                     config))) from None
+                                                                     config),
+                                                    command)) from None
     libs = libraries_of(resolved_versions, derived)
+    origins = _override_origins(advisories)
     for name, req in overrides.items():
-        decision.append(f"override: {req} (advisory) instead of the build's own pin")
+        by = origins.get(name, "advisory")
+        if name in replaced:
+            decision.append(f"override: {req} ({by}) instead of the build's own pin")
+        else:
+            decision.append(f"constraint: {req} ({by}); the other packages were resolved "
+                            f"to versions compatible with it")
     need = choice.need
     ienv = _installer_env(matrix, spec, v, decision)
     return LockTarget(
@@ -350,7 +371,8 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
         glibc=spec.glibc,
         driver=spec.driver,
         driver_min=None if spec.cpu else need.minimum,
-        driver_min_reasons=() if spec.cpu else need.reasons,
+        driver_min_reasons=() if spec.cpu else need.reasons + (
+            (MEMBER_FLOORS + member_floors,) if member_floors else ()),
         torch=TorchChoice(
             version=v.release, variant=v.tag, cuda=v.cuda, index=redact(tindex),
             installed_version=resolved_versions.get("torch", v.version_string),
@@ -383,7 +405,7 @@ def _installer_env(matrix: Matrix, spec: TargetSpec, v: TorchVariant,
 
 def _reachable_choice(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                       client: "IndexClient", spec: TargetSpec,
-                      choice: Choice) -> Tuple[Choice, List[str]]:
+                      choice: Choice, command: str = "") -> Tuple[Choice, List[str]]:
     """The chosen build if its index serves its torch; else an equivalent build (same
     release, a CUDA line that qualifies by the same rules) from an index that does, with a
     decision line saying so; else an index error naming the ways out."""
@@ -410,7 +432,7 @@ def _reachable_choice(request: ResolveRequest, matrix: Matrix, config: IndexConf
                 + "; ".join(down.values())
                 + f"; no equivalent build of torch {first.release} is on a reachable index",
                 hint=way_out(first, _other_builds(matrix, request, spec, first, config,
-                                                  down))) from None
+                                                  down), command)) from None
     if choice.variant is first:
         return choice, []
     v = choice.variant
@@ -454,58 +476,95 @@ def _other_builds(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
     return [c.variant]
 
 
-def _member_key(choice: Choice, driver: Optional[str]) -> Tuple[object, ...]:
-    """What of a choice makes a lock: the build, the advisories and (with no driver given)
-    the driver floor; with a driver, only whether it runs the build."""
-    v = choice.variant
-    floor: object = choice.need.minimum
-    if driver and choice.need.minimum:
-        from envlock.versions import V
-
-        floor = V(driver) >= V(choice.need.minimum)
-    return (v.release, v.tag, v.index, floor,
-            tuple(sorted((a.id, a.action) for a in choice.advisories)))
-
-
 def _check_family(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
-                  choice: Choice) -> Optional[str]:
-    """A family target (``--gpu H100``) covers every member only when each member on its
-    own gets the same lock; otherwise the user must say which member (exit 2)."""
+                  choice: Choice) -> Tuple[Optional[str], Optional[str]]:
+    """A family target (``--gpu H100``) covers every member when each member on its own
+    gets the same packages (build and advisories); the lock then takes the highest member
+    floor. Returns the decision note and the per-member floors (None when they agree).
+    When the packages differ the user must name a member, or a driver on which they
+    agree (exit 2); the error lists the choices that each work."""
     if not spec.family or len(spec.gpus) < 2:
-        return None
-    from dataclasses import replace
-
+        return None, None
     from envlock.errors import UsageError
+    from envlock.resolve.family import (
+        member_floors,
+        member_name,
+        member_plans,
+        same_packages,
+    )
 
     reqs = tuple(str(r) for r in request.requirements)
-    keys: Dict[str, object] = {}
-    what: Dict[str, str] = {}
-    for g in spec.gpus:
-        one = replace(spec, gpus=(g,), family=None, separate=False)
-        try:
-            c = choose_variant(matrix, one, request.torch, request.cuda, reqs)
-        except NoCandidateError:
-            keys[g.name] = what[g.name] = "no build fits"
-            continue
-        keys[g.name] = _member_key(c, spec.driver)
-        adv = ", ".join(sorted(a.id for a in c.advisories))
-        what[g.name] = (f"torch {c.variant.version_string}, driver >= {c.need.minimum}"
-                        + (f", advisories {adv}" if adv else ""))
-    if len(set(map(repr, keys.values()))) > 1:
-        listing = "; ".join(f"{n}: {what[n]}" for n in keys)
-        names = ", ".join(f"--gpu '{_short_name(n)}'" for n in keys)
+    plans = member_plans(matrix, spec, request.torch, request.cuda, reqs, request.prefer,
+                         driver=spec.driver)
+    if not same_packages(plans):
+        listing = "; ".join(
+            f"{member_name(p.gpu)}: " + (
+                f"torch {p.choice.variant.version_string}, driver >= {p.choice.need.minimum}"
+                + (", advisories " + ", ".join(sorted(a.id for a in p.choice.advisories))
+                   if p.choice.advisories else "") if p.choice is not None else p.why)
+            for p in plans)
+        ways = [f"--gpu '{member_name(p.gpu)}'" for p in plans if p.choice is not None]
+        agree = _agreeing_driver(matrix, request, spec, reqs)
+        if agree:
+            ways.append(f"--driver {agree} (every member gets one lock)")
         raise UsageError(f"--gpu {spec.family} is a family whose members need different locks "
-                         f"({listing}); name the member: {names}")
+                         f"({listing}); name the member, or a driver they agree on: "
+                         + ", ".join(ways))
     names = ", ".join(g.name for g in spec.gpus)
-    same = (f"advisories, and driver {spec.driver} runs it on each" if spec.driver
-            else "advisories and driver floor")
+    floors = member_floors(spec.family, plans)
+    same = (f"and advisories, and driver {spec.driver} runs it on each" if spec.driver
+            else "and advisories" + (f"; the driver floor is the highest member's ({floors})"
+                                     if floors else " and driver floor"))
     return (f"{spec.family} is a family ({names}; compute capability "
-            f"{spec.gpus[0].compute_capability}): each member gets this same build, "
-            f"{same}, so the lock covers all of them")
+            f"{spec.gpus[0].compute_capability}): each member gets this same build "
+            f"{same}, so the lock covers all of them"), floors
 
 
-def _short_name(name: str) -> str:
-    return name.replace("NVIDIA ", "").replace("Tesla ", "")
+def _family_way_out(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
+                     exc: NoCandidateError) -> None:
+    """No build runs on every member of a family with the given driver (the H100 NVL
+    needs R535 where the SXM and PCIe boards run R525): when some members do run one,
+    the error (still exit 3) lists the choices that each work: those members by name,
+    and a driver every member runs."""
+    if not spec.family or len(spec.gpus) < 2 or not spec.driver:
+        return
+    from envlock.resolve.family import member_name, member_plans
+
+    reqs = tuple(str(r) for r in request.requirements)
+    plans = member_plans(matrix, spec, request.torch, request.cuda, reqs, request.prefer,
+                         driver=spec.driver)
+    works = [p for p in plans if p.choice is not None]
+    if not works or len(works) == len(plans):
+        return
+    ways = [f"--gpu '{member_name(p.gpu)}'" for p in works]
+    agree = _agreeing_driver(matrix, request, spec, reqs)
+    if agree:
+        ways.append(f"--driver {agree} (one lock for every member)")
+    failing = [p for p in plans if p.choice is None]
+    fails = ", ".join(member_name(p.gpu) for p in failing)
+    raise NoCandidateError(
+        f"--gpu {spec.family}: driver {spec.driver} runs no allowed build on {fails} "
+        f"({failing[0].why or exc.message}); it does on "
+        f"{', '.join(member_name(p.gpu) for p in works)}",
+        hint="name the member, or a driver every member runs: " + ", ".join(ways)) from None
+
+
+def _agreeing_driver(matrix: Matrix, request: ResolveRequest, spec: TargetSpec,
+                     reqs: Tuple[str, ...]) -> Optional[str]:
+    """A driver on which every member of a family gets the same packages: the highest
+    floor of the members chosen without a driver, if it makes them agree."""
+    from envlock.resolve.family import member_plans, same_packages
+
+    free = member_plans(matrix, spec, request.torch, request.cuda, reqs, request.prefer)
+    floors = [p.floor for p in free if p.floor]
+    if not floors:
+        return None
+    top = max(floors, key=V)
+    if top == spec.driver:
+        return None
+    at = member_plans(matrix, spec, request.torch, request.cuda, reqs, request.prefer,
+                      driver=top)
+    return top if same_packages(at) else None
 
 
 def _rejudge(matrix: Matrix, spec: TargetSpec, choice: Choice,
@@ -566,7 +625,9 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
              on_event: Optional[Callable[[str], None]],
              why: Optional[Dict[str, str]] = None,
              walked: Optional["Finder"] = None) -> Tuple[List[LockedPackage],
-                                                         Dict[str, str]]:
+                                                         Dict[str, str], set]:
+    """The closure's packages, their versions, and the packages whose requirement from the
+    torch build an advisory replaced (the others' advisory requirements were constraints)."""
     from envlock.resolve.closure import (
         Finder,
         Req,
@@ -592,7 +653,10 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     hints = list(v.pins) + (list(build.requires) if build is not None and v.on_pypi else [])
     for hint in reqs_from(_parse_all(hints), target.markers, parent="matrix hint"):
         finder.prefetch(overrides_req(hint, overrides))
-    resolved = resolve_closure(finder, reqs, overrides)
+    constraints: Dict[str, SpecifierSet] = {}
+    for c in reqs_from(request.constraints, target.markers, parent="constraint"):
+        constraints[c.name] = constraints.get(c.name, SpecifierSet()) & c.specifier
+    resolved = resolve_closure(finder, reqs, overrides, why=why, constraints=constraints)
     direct = {r.name for r in reqs}
     packages: List[LockedPackage] = []
     versions: Dict[str, str] = {}
@@ -607,7 +671,22 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
         versions[name] = str(cand.version)
     if on_event:
         on_event(f"resolved {len(packages)} package{'' if len(packages) == 1 else 's'}")
-    return packages, versions
+    return packages, versions, set(resolved.replaced)
+
+
+def _constraints_kept(advisories: Sequence[AppliedAdvisory],
+                      replaced: set) -> List[AppliedAdvisory]:
+    """An ``override`` advisory that replaced none of the torch build's pins took part in
+    the resolution as a constraint: it is recorded as ``constraint``, so that exports do
+    not warn of a contradicted torch pin that does not exist (torch 2.2.2 pins no numpy)."""
+    out = []
+    for a in advisories:
+        if a.action in ("override", "constraint") and a.override:
+            names = {str(canonicalize_name(Requirement(t).name)) for t in a.override}
+            a = AppliedAdvisory(a.id, "override" if names & replaced else "constraint",
+                                a.summary, a.override, a.unknown)
+        out.append(a)
+    return out
 
 
 def _override_origins(advisories: Sequence[AppliedAdvisory]) -> Dict[str, str]:
@@ -674,14 +753,24 @@ def _gpu_core(matrix: Matrix, request: ResolveRequest, target: Target, v: TorchV
     return list(out.values()), versions
 
 
-def requirement_lines_from_cli(args_reqs: Sequence[str], files: Sequence[str]) -> Tuple[
+def requirement_lines_from_cli(args_reqs: Sequence[str], files: Sequence[str],
+                               constraint_files: Sequence[str] = (),
+                               options: Optional["FileOptions"] = None) -> Tuple[
         List[Tuple[str, str]], Dict[str, str]]:
-    from envlock.resolve.target import read_requirement_file
+    """The requirement lines of the command line and of ``-r`` files, and each file's
+    digest; ``options`` (when given) collects the files' index options and the lines of
+    every constraints file (``-c`` lines and ``constraint_files``)."""
+    from envlock.resolve.target import FileOptions, read_requirement_file
 
+    options = FileOptions() if options is None else options
     lines = [("command line", r) for r in args_reqs]
     digests: Dict[str, str] = {}
     for f in files:
-        more, d = read_requirement_file(f)
+        more, d = read_requirement_file(f, options=options)
         lines.extend(more)
+        digests.update({str(Path(k)): val for k, val in d.items()})
+    for f in constraint_files:
+        more, d = read_requirement_file(f, options=options, constraint=True)
+        options.constraints.extend(more)
         digests.update({str(Path(k)): val for k, val in d.items()})
     return lines, digests

@@ -109,6 +109,10 @@ class Cand:
 class Resolved:
     packages: Dict[str, Cand] = field(default_factory=dict)
     parents: Dict[str, Set[str]] = field(default_factory=dict)
+    #: packages whose requirement from the torch build an advisory replaced (the build's
+    #: own pin excluded what the advisory asks); every other advisory requirement was met
+    #: as a constraint
+    replaced: Set[str] = field(default_factory=set)
 
 
 class Finder:
@@ -489,11 +493,22 @@ def _build_key(build: Tuple[Any, ...]) -> Tuple[int, ...]:
 
 
 class _Provider(AbstractProvider):
+    """resolvelib's view of the finder. An advisory's requirements (``overrides``) are
+    *constraints*: they narrow the candidates of their package wherever it appears, so the
+    resolver backtracks other packages to versions compatible with them (numpy 1.26.4 for
+    torch < 2.3 leads to a pandas that supports it). Only the torch build's own requirement
+    on such a package is replaced (an advisory asking for a newer cuBLAS than torch's exact
+    pin); ``replaced`` records where that happened."""
+
     def __init__(self, finder: Finder, overrides: Mapping[str, Requirement],
-                 python: Version) -> None:
+                 python: Version,
+                 constraints: Optional[Mapping[str, SpecifierSet]] = None) -> None:
         self.finder = finder
         self.overrides = {str(canonicalize_name(k)): v for k, v in overrides.items()}
         self.python = python
+        self.replaced: Set[str] = set()
+        #: the user's constraints (``-c``): narrow a package's candidates where it appears
+        self.constraints = dict(constraints or {})
 
     def identify(self, requirement_or_candidate: Any) -> str:
         return requirement_or_candidate.identifier
@@ -522,6 +537,11 @@ class _Provider(AbstractProvider):
         spec = SpecifierSet()
         for r in reqs:
             spec &= r.specifier
+        ov = self.overrides.get(name)
+        if ov is not None:
+            spec &= ov.specifier
+        if name in self.constraints:
+            spec &= self.constraints[name]
         extras: FrozenSet[str] = frozenset().union(*(r.extras for r in reqs))
         out = []
         for c in self.finder.matching(spec, name) or []:
@@ -554,7 +574,9 @@ class _Provider(AbstractProvider):
         final = []
         for r in out:
             ov = self.overrides.get(r.name)
-            if ov is not None and r.name != candidate.name:
+            if ov is not None and candidate.name == "torch" and r.name != candidate.name:
+                if _excludes(r.specifier, _pins(ov.specifier)):
+                    self.replaced.add(r.name)
                 r = Req(r.name, ov.specifier, r.extras, parent=f"{r.parent} (override)")
             final.append(r)
             self.finder.prefetch(r)
@@ -582,10 +604,8 @@ def apply_overrides_to_direct(requirements: Sequence[Req],
             out.append(r)
             continue
         combined = r.specifier & ov.specifier
-        pins = [s.version for s in ov.specifier if s.operator in ("==", "===")
-                and "*" not in s.version]
-        user_pins = [s.version for s in r.specifier if s.operator in ("==", "===")
-                     and "*" not in s.version]
+        pins = _pins(ov.specifier)
+        user_pins = _pins(r.specifier)
         if _excludes(r.specifier, pins) or _excludes(ov.specifier, user_pins):
             raise ConflictError(
                 f"{r} (requested) conflicts with the advisory override {ov} "
@@ -594,6 +614,10 @@ def apply_overrides_to_direct(requirements: Sequence[Req],
         out.append(Req(r.name, combined if str(r.specifier) else ov.specifier, r.extras,
                        parent=f"{r.parent} (override)"))
     return out
+
+
+def _pins(spec: SpecifierSet) -> List[str]:
+    return [s.version for s in spec if s.operator in ("==", "===") and "*" not in s.version]
 
 
 def _excludes(spec: SpecifierSet, pins: Sequence[str]) -> bool:
@@ -607,8 +631,13 @@ def _excludes(spec: SpecifierSet, pins: Sequence[str]) -> bool:
 
 def resolve_closure(finder: Finder, requirements: Sequence[Req],
                     overrides: Mapping[str, Requirement],
-                    on_pin: Optional[Any] = None) -> Resolved:
-    provider = _Provider(finder, overrides, finder.python)
+                    on_pin: Optional[Any] = None,
+                    why: Optional[Mapping[str, str]] = None,
+                    constraints: Optional[Mapping[str, SpecifierSet]] = None) -> Resolved:
+    """The closure of ``requirements``; ``overrides`` are the advisories' requirements (see
+    :class:`_Provider`), ``why`` names the advisory of each for conflict messages;
+    ``constraints`` the user's (``-c``), by canonical name."""
+    provider = _Provider(finder, overrides, finder.python, constraints)
     finder.add_roots(requirements)
     for r in requirements:
         finder.prefetch(r)
@@ -616,11 +645,17 @@ def resolve_closure(finder: Finder, requirements: Sequence[Req],
     try:
         result = resolver.resolve(list(requirements), max_rounds=5000)
     except ResolutionImpossible as exc:
-        raise ConflictError(_impossible(exc, finder)) from None
+        held = dict(provider.overrides)
+        why = dict(why or {})
+        for name, spec in provider.constraints.items():
+            if name not in held:
+                held[name] = Requirement(f"{name}{spec}")
+                why[name] = "your constraints (-c)"
+        raise ConflictError(_impossible(exc, finder, held, why)) from None
     except ResolutionTooDeep:
         raise ConflictError("the dependency resolution did not converge (too much "
                                "backtracking); pin some of your requirements more tightly")
-    out = Resolved()
+    out = Resolved(replaced=set(provider.replaced))
     for ident, cand in result.mapping.items():
         if cand.name == PYTHON or cand.extras:
             continue
@@ -631,8 +666,10 @@ def resolve_closure(finder: Finder, requirements: Sequence[Req],
     return out
 
 
-def _impossible(exc: Any, finder: Finder) -> str:
+def _impossible(exc: Any, finder: Finder, constraints: Mapping[str, Requirement],
+                why: Mapping[str, str]) -> str:
     parts = []
+    held = {}
     for cause in exc.causes[:4]:
         req = cause.requirement
         if cause.parent:
@@ -646,6 +683,9 @@ def _impossible(exc: Any, finder: Finder) -> str:
                          f"Python {finder.target.python}")
             continue
         cands = finder.candidates(req.name) or []
+        if req.name in constraints:
+            held[req.name] = (f"{req.name} is held to {constraints[req.name]} by "
+                              f"{why.get(req.name, 'an advisory')}")
         paired = finder.allowed.get(req.name)
         if not cands and paired is not None:
             torch = finder.allowed_for or "the chosen torch"
@@ -661,7 +701,7 @@ def _impossible(exc: Any, finder: Finder) -> str:
         else:
             near = ", ".join(str(c.version) for c in cands[:5])
             parts.append(f"{req}{parent}: available {near}{' ...' if len(cands) > 5 else ''}")
-    return "cannot resolve the requirements: " + "; ".join(parts)
+    return "cannot resolve the requirements: " + "; ".join(parts + list(held.values()))
 
 
 def reqs_from(requirements: Iterable[Requirement], target_env: Mapping[str, str],

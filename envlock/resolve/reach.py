@@ -15,7 +15,7 @@ restricted to that release, without the builds of indexes that failed).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from envlock.errors import IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
@@ -84,8 +84,12 @@ def brief(message: str) -> str:
     return f"{head} ({cause})" if cause else head
 
 
-def way_out(variant: TorchVariant, alternatives: Sequence[TorchVariant] = ()) -> str:
-    """The ways out of an index failure, as exact as the matrix allows."""
+def way_out(variant: TorchVariant, alternatives: Sequence[TorchVariant] = (),
+            command: str = "") -> str:
+    """The ways out of an index failure, as exact as the matrix allows. With the user's
+    ``command`` (``envlock resolve --gpu ... --cuda 12.1``), each way out that is an option
+    is that command with the option changed, so the user's other options (their --cuda,
+    --torch, requirements) stay as they were."""
     parts = []
     if not variant.on_pypi:
         parts.append(f"point ENVLOCK_PYTORCH_INDEX_URL (or --pytorch-index-url) at a mirror "
@@ -93,14 +97,55 @@ def way_out(variant: TorchVariant, alternatives: Sequence[TorchVariant] = ()) ->
                      f"file:///srv/pytorch-wheels, with {variant.tag}/torch/ under it)")
     else:
         parts.append("point PIP_INDEX_URL (or --index-url) at a reachable PyPI mirror")
+    full = _argv(command)
     others = [a for a in alternatives if a.cuda and a.cuda != variant.cuda]
     if others:
         a = others[0]
         where = "PyPI" if a.on_pypi else "the PyTorch index"
         pin = "" if a.release == variant.release else f"--torch =={a.release} "
-        parts.append(f"{pin}--cuda {a.cuda} selects torch {a.version_string} from {where}")
+        text = f"{pin}--cuda {a.cuda} selects torch {a.version_string} from {where}"
+        if full:
+            change = {"--cuda": a.cuda, **({"--torch": f"=={a.release}"} if pin else {})}
+            text += f": {_with(full, change)}"
+        parts.append(text)
     else:
         parts.append("--cuda X.Y selects a build of another CUDA line")
-    parts.append("--offline locks from the cache, or the matrix's GPU core when nothing is "
-                 "cached")
+    offline = ("--offline locks from the cache, or the matrix's GPU core when nothing is "
+               "cached")
+    if full:
+        offline += f": {_with(full, {'--offline': None})}"
+    parts.append(offline)
     return "; ".join(parts)
+
+
+def _argv(command: str) -> List[str]:
+    """The words of a recorded command, or [] when it names no options (the API's
+    default "envlock resolve") or does not split."""
+    import shlex
+
+    try:
+        words = shlex.split(command or "")
+    except ValueError:
+        return []
+    return words if len(words) > 2 and words[:2] == ["envlock", "resolve"] else []
+
+
+def _with(argv: Sequence[str], change: Dict[str, Optional[str]]) -> str:
+    """``argv`` with each option in ``change`` set to its value (None: a flag), replacing
+    the user's own value of it, as a shell command."""
+    import shlex
+
+    out: List[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        name = a.split("=", 1)[0]
+        if name in change:
+            skip = "=" not in a and change[name] is not None
+            continue
+        out.append(a)
+    for opt, value in change.items():
+        out += [opt] if value is None else [opt, value]
+    return " ".join(shlex.quote(w) for w in out)

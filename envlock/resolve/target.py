@@ -30,6 +30,10 @@ __all__ = [
     "snapshot_target",
     "parse_requirements",
     "read_requirement_file",
+    "FileOptions",
+    "LocalLabel",
+    "local_labels",
+    "normal_requirement",
     "TORCH_FAMILY",
 ]
 
@@ -86,6 +90,9 @@ class ResolveRequest:
     #: ``--trust-pkg-info``: projects whose sdists' dynamic PKG-INFO dependencies are read
     #: instead of built (canonical names, sorted)
     trust_pkg_info: Tuple[str, ...] = ()
+    #: ``-c`` constraints (files and lines in requirements files): they narrow a package's
+    #: versions wherever it appears, and add no package
+    constraints: Tuple[Requirement, ...] = ()
 
     def inputs(self, matrix_version: str) -> Dict[str, Any]:
         """Everything that determines the lock, for the inputs hash and ``--check``.
@@ -99,7 +106,7 @@ class ResolveRequest:
             "together": self.together,
             "torch": str(self.torch),
             "cuda": self.cuda or "",
-            "requirements": sorted(str(r) for r in self.requirements),
+            "requirements": sorted(normal_requirement(str(r)) for r in self.requirements),
             "requirement-files": dict(sorted(self.requirement_files.items())),
             "offline": self.offline,
             "indexes": list(self.indexes),
@@ -110,6 +117,8 @@ class ResolveRequest:
             **({"prefer": self.prefer} if self.prefer else {}),
             **({"prerelease": self.prerelease} if self.prerelease != "if-necessary" else {}),
             **({"trust-pkg-info": list(self.trust_pkg_info)} if self.trust_pkg_info else {}),
+            **({"constraints": sorted(normal_requirement(str(r)) for r in self.constraints)}
+               if self.constraints else {}),
         }
 
     def inputs_hash(self, matrix_version: str) -> str:
@@ -252,14 +261,27 @@ def parse_requirements(lines: Sequence[Tuple[str, str]]) -> List[Requirement]:
     return out
 
 
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
+def normal_requirement(text: str) -> str:
+    """A requirement with its project name normalised (PEP 503): renaming ``accelerate``
+    to ``Accelerate`` or ``typing_extensions`` to ``typing-extensions`` changes nothing
+    a resolver does, so it does not make a lock stale. Option lines stay as they are."""
+    m = _NAME.match(text)
+    if not m:
+        return text
+    return str(canonicalize_name(m.group(0))) + text[m.end():]
+
+
 def requirement_content(text: str) -> List[str]:
     """The lines of a requirements file that matter: continuations joined, comments and
-    blank lines dropped, whitespace trimmed."""
+    blank lines dropped, whitespace trimmed, project names normalised (PEP 503)."""
     out = []
     for raw in re.sub(r"\\\n", "", text).splitlines():
         line = raw.split(" #", 1)[0].strip()
         if line and not line.startswith("#"):
-            out.append(line)
+            out.append(normal_requirement(line))
     return out
 
 
@@ -275,17 +297,62 @@ def requirements_digest(text: str) -> str:
 MAX_REQUIREMENT_DEPTH = 32
 
 
-def read_requirement_file(path: str, seen: Optional[set] = None, depth: int = 0) -> Tuple[
+@dataclass
+class FileOptions:
+    """What requirements files say besides requirements, gathered across ``-r`` nesting:
+    index options (pip applies them to the whole run, and so does envlock) and the lines
+    of ``-c`` constraints files."""
+
+    index_url: Optional[str] = None
+    extra_index_urls: List[str] = field(default_factory=list)
+    constraints: List[Tuple[str, str]] = field(default_factory=list)
+
+
+#: options a requirements file may carry, as pip reads them: name -> takes a value
+_INDEX_OPTIONS = {"-i": "index_url", "--index-url": "index_url",
+                  "--extra-index-url": "extra_index_urls"}
+
+
+def _option(line: str) -> Tuple[str, str]:
+    """``--index-url URL`` / ``--index-url=URL`` / ``-iURL`` -> (option, value)."""
+    if line.startswith("--"):
+        first, _, rest = line.partition(" ")
+        name, sep, value = first.partition("=")
+        return name, (value + (" " + rest if rest else "")).strip() if sep else rest.strip()
+    return line[:2], line[2:].strip()
+
+
+def _refuse_editable(where: str, line: str) -> None:
+    """Editable and VCS/URL requirements name no index file envlock could hash: refuse in
+    one line with the way out."""
+    text = line.split(None, 1)[1] if line.startswith(("-e ", "--editable ")) else line
+    if line.startswith(("-e", "--editable")):
+        raise InputError(f"{where}: editable requirement {text!r} cannot be locked (an "
+                         f"editable install, not a file on an index); remove the line and install "
+                         f"it on top of the locked environment with: pip install --no-deps "
+                         f"-e {text}")
+    raise InputError(f"{where}: VCS/URL requirement {line!r} cannot be locked (no index "
+                     f"serves its file); remove the line and install it on top of the locked "
+                     f"environment with: pip install --no-deps '{line}', or build a wheel "
+                     f"and publish it to an index")
+
+
+def read_requirement_file(path: str, seen: Optional[set] = None, depth: int = 0,
+                          options: Optional[FileOptions] = None,
+                          constraint: bool = False) -> Tuple[
         List[Tuple[str, str]], Dict[str, str]]:
     """Lines of a requirements file (``-r`` nests), and the sha256 of each file read.
 
     A file already read is skipped (cycles end); nesting deeper than
     :data:`MAX_REQUIREMENT_DEPTH` is an input error.
 
-    Options other than ``-r``/``-c`` (``--index-url`` and friends) are rejected with the
-    line: indexes are envlock options, so a lock cannot silently depend on them.
+    ``--index-url``/``-i`` and ``--extra-index-url`` lines go into ``options`` (pip applies
+    them to the whole run; the lock records the indexes it used), so do the lines of ``-c``
+    files. Other options, editable (``-e``) and VCS/URL lines are refused with the line
+    and the way out.
     """
     seen = set() if seen is None else seen
+    options = FileOptions() if options is None else options
     from envlock._files import read_user_text
 
     p = Path(path)
@@ -304,18 +371,40 @@ def read_requirement_file(path: str, seen: Optional[set] = None, depth: int = 0)
         if not line or line.startswith("#"):
             continue
         where = f"{path}:{no}"
-        if line.startswith(("-r ", "--requirement ")):
-            nested = line.split(None, 1)[1].strip()
+        if line.startswith(("-r", "--requirement", "-c", "--constraint")) and \
+                _option(line)[0] in ("-r", "--requirement", "-c", "--constraint"):
+            opt, nested = _option(line)
             nested_path = str((p.parent / nested)) if not Path(nested).is_absolute() else nested
-            more, d = read_requirement_file(nested_path, seen, depth + 1)
-            out.extend(more)
+            is_c = opt in ("-c", "--constraint")
+            more, d = read_requirement_file(nested_path, seen, depth + 1, options,
+                                            constraint=constraint or is_c)
+            (options.constraints if is_c and not constraint else out).extend(more)
             digests.update(d)
             continue
+        if line.startswith(("-e", "--editable")) or (not line.startswith("-")
+                                                      and _is_vcs(line)):
+            _refuse_editable(where, line)
         if line.startswith("-"):
-            raise InputError(f"{where}: option {line.split()[0]!r} is not supported in "
-                             f"requirements files; pass index options to envlock instead")
+            opt, value = _option(line)
+            field_name = _INDEX_OPTIONS.get(opt)
+            if field_name is None or not value:
+                raise InputError(f"{where}: option {line.split()[0]!r} is not supported in "
+                                 f"requirements files (envlock reads -r, -c, --index-url, "
+                                 f"--extra-index-url); give its envlock equivalent on the "
+                                 f"command line (envlock resolve --help)")
+            if field_name == "index_url":
+                options.index_url = value
+            elif value not in options.extra_index_urls:
+                options.extra_index_urls.append(value)
+            continue
         out.append((where, line))
     return out, digests
+
+
+def _is_vcs(line: str) -> bool:
+    """``git+https://...``, ``pkg @ git+...``, ``https://.../x.whl``: a URL, not a
+    requirement on an index."""
+    return bool(re.match(r"^(git|hg|svn|bzr)\+", line)) or "://" in line.split(";")[0]
 
 
 def torch_spec_from(requirements: Sequence[Requirement], torch: Optional[str]) -> Tuple[
@@ -337,3 +426,63 @@ def torch_spec_from(requirements: Sequence[Requirement], torch: Optional[str]) -
         else:
             rest.append(r)
     return spec, rest
+
+
+@dataclass(frozen=True)
+class LocalLabel:
+    """A local version label on the torch family in the requirements (``torch==2.1.2+cu118``,
+    as pip users write for the PyTorch index's builds): the CUDA line of the build it names,
+    which chooses that build and its index, and the requirements with the label dropped
+    (the chosen build's own version carries it)."""
+
+    label: Optional[str]
+    cuda: Optional[str]
+    requirements: Tuple[Requirement, ...]
+
+
+_LABELLED = ("torch", "torchvision", "torchaudio")
+
+
+def local_labels(requirements: Sequence[Requirement], cuda: Optional[str],
+                 cuda_lines: Sequence[str], cpu: bool = False) -> LocalLabel:
+    """Read and drop ``+cuXYZ`` labels of torch, torchvision and torchaudio pins.
+
+    The labels must agree with each other and with ``--cuda``; ``+cpu`` or a ROCm label
+    on a GPU lock names no CUDA build (an input error with the way out)."""
+    labels: Dict[str, List[str]] = {}
+    out: List[Requirement] = []
+    for r in requirements:
+        if canonicalize_name(r.name) not in _LABELLED or "+" not in str(r.specifier):
+            out.append(r)
+            continue
+        parts = []
+        for s in r.specifier:
+            version, plus, label = s.version.partition("+")
+            if plus and s.operator in ("==", "==="):
+                labels.setdefault(label.lower(), []).append(f"{r.name}{s}")
+                parts.append(f"=={version}")
+            else:
+                parts.append(str(s))
+        text = f"{r.name}{'[' + ','.join(sorted(r.extras)) + ']' if r.extras else ''}" \
+               f"{','.join(parts)}" + (f"; {r.marker}" if r.marker else "")
+        out.append(Requirement(text))
+    if not labels:
+        return LocalLabel(None, cuda, tuple(requirements))
+    if len(labels) > 1:
+        named = "; ".join(f"+{k}: {', '.join(v)}" for k, v in sorted(labels.items()))
+        raise InputError(f"the requirements name different builds of the torch family "
+                         f"({named}); use one local label (one CUDA line) for all of them")
+    (label, pins), = labels.items()
+    if label == "cpu" and cpu:  # --cpu: the CPU build is the one chosen anyway
+        return LocalLabel(None, cuda, tuple(out))
+    m = re.fullmatch(r"cu(\d+)(\d)", label)
+    line = f"{int(m.group(1))}.{m.group(2)}" if m else None
+    if line is None or line not in cuda_lines:
+        known = ", ".join("cu" + c.replace(".", "") for c in cuda_lines)
+        raise InputError(f"{', '.join(pins)}: +{label} names no CUDA build envlock locks "
+                         f"(known: {known}); drop the label and choose the build with "
+                         f"--cuda, or use --cpu for a CPU-only lock")
+    if cuda and cuda != line:
+        raise UsageError(f"{', '.join(pins)} names the CUDA {line} build, but --cuda {cuda} "
+                         f"was given; drop one of them")
+    return LocalLabel(label, line, tuple(out))

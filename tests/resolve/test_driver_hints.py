@@ -124,3 +124,20 @@ def test_this_hosts_gpus_and_driver_without_gpu_or_driver(tmp_path: Path) -> Non
     assert t["gpu-models"] == ["h20"] and t["driver"] == "535.104.05"
     assert V(t["driver-min"]) <= V("535.104.05")
     assert any("this host" in d for d in t["decision"])
+
+
+def test_each_target_of_several_gets_a_driver_command_that_works(tmp_path: Path) -> None:
+    # a --driver applies to every target: the command printed for one target of several
+    # names that target's GPU alone (with all three it exits 3 on the others)
+    import shlex
+
+    r = run_cli("resolve", "--offline", "--python", "3.11", "--dry-run", "--gpu", "H20",
+                "--gpu", "A100", "--gpu", "RTX 4090")
+    assert r.code == 0, r.err
+    cmds = [line.split(": ", 1)[1] for line in r.out.splitlines() if "for every R" in line]
+    assert len(cmds) >= 2, r.out
+    for cmd in cmds:
+        argv = shlex.split(cmd)
+        assert argv[:2] == ["envlock", "resolve"] and argv.count("--gpu") == 1, cmd
+        again = run_cli(*argv[1:], "--dry-run")
+        assert again.code == 0, (cmd, again.err)

@@ -42,16 +42,48 @@ def test_a_bare_family_name_locks_every_member(tmp_path: Path) -> None:
     assert "H100 family" in r.out
 
 
-def test_members_that_need_different_locks_are_asked_for(tmp_path: Path) -> None:
-    # torch 2.1.2 cu121: the H100 NVL needs a newer driver (R535) than the SXM and PCIe
-    r, _ = _lock(tmp_path, "--gpu", "H100", "--torch", "==2.1.2")
-    assert r.code == 2
-    assert "H100 is a family" in r.err and "--gpu 'H100 NVL'" in r.err
-    assert "--gpu 'H100 PCIe'" in r.err
-    # with a driver every member runs the same build on, the family is one lock again
-    r, lock = _lock(tmp_path, "--gpu", "H100", "--torch", "==2.1.2", "--driver", "535.104.05")
-    assert r.code == 0, r.err
-    assert lock["target"][0]["driver-min"] == "535.43.09"  # covers the NVL too
+def test_members_with_the_same_packages_get_one_lock_with_the_highest_floor(
+        tmp_path: Path) -> None:
+    # the H100/H800 NVL needs R535 where the SXM and PCIe boards run R525, for the same
+    # wheel: one lock, the NVL's floor, each member's floor listed (lock and text output)
+    for gpu, torch in (("H100", "==2.4.1"), ("H800", "==2.1.2"), ("H100", "==2.1.2")):
+        r, lock = _lock(tmp_path, "--gpu", gpu, "--torch", torch)
+        assert r.code == 0, (gpu, torch, r.err)
+        t = lock["target"][0]
+        assert t["driver-min"] == "535.43.09"
+        floors = f"{gpu} NVL needs >= 535.43.09; SXM/PCIe >= 525.60.13"
+        assert any(floors in line for line in t["driver-min-reasons"]), t["driver-min-reasons"]
+        assert floors in r.out
+        assert any(f"{gpu} is a family" in d and "highest member's" in d
+                   for d in t["decision"])
+
+
+def _run_hint(args: list, choice: str) -> int:
+    """Run ``args`` with one choice of a hint applied: ``--gpu 'X'`` replaces the family,
+    ``--driver D`` the driver."""
+    import shlex
+
+    opt, value = shlex.split(choice.split(" (")[0])
+    args = list(args)
+    i = args.index(opt)
+    args[i + 1] = value
+    r = run_cli("resolve", "--offline", "--python", "3.11", "--dry-run", *args)
+    return r.code
+
+
+def test_a_driver_some_members_do_not_run_lists_choices_that_each_work(
+        tmp_path: Path) -> None:
+    args = ["--gpu", "H100", "--torch", "==2.4.1", "--driver", "530.30.02"]
+    r = run_cli("resolve", "--offline", "--python", "3.11", "--dry-run", *args)
+    assert r.code == 3, r.err
+    assert "runs no allowed build on H100 NVL" in r.err
+    hint = r.err.split("hint:", 1)[1].split(":", 1)[1].strip()
+    choices = [c.strip() for c in hint.split(", --")]
+    choices = [c if c.startswith("--") else "--" + c for c in choices]
+    assert "--gpu 'H100 SXM'" in choices and "--driver 535.43.09 (one lock for every member)" \
+        in choices
+    for choice in choices:  # every way out the hint names works
+        assert _run_hint(args, choice) == 0, choice
 
 
 def test_together_records_separate_machines_and_no_mixed_machine_advisory(

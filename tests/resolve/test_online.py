@@ -95,3 +95,56 @@ def test_newest_torch_plus_transformers_installs_with_hashes(tmp_path: Path,
     assert p.returncode == 0, p.stderr[-3000:]
     text = req.read_text()
     assert "transformers==" in text and "torch==" in text
+
+
+@skip_offline
+def test_numpy_advisory_locks_a_pandas_that_imports(tmp_path: Path, pypi_cache: Path) -> None:
+    """torch < 2.3 needs NumPy 1 (advisory numpy2-with-torch-before-2-3). The newest pandas
+    needs NumPy >= 2.0.2 and fails at import with 1.26.4, so the lock must hold an older
+    pandas; installing the locked numpy and pandas into a fresh venv proves it imports."""
+    import shutil
+
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    if not Path(uv).exists():
+        pytest.skip("needs uv to build the venv")
+    python = "{}.{}".format(*sys.version_info[:2])
+    if python not in ("3.9", "3.10", "3.11", "3.12"):
+        pytest.skip("torch 2.2.2 has wheels for Python 3.8-3.12 only")
+    r = run_cli("resolve", "--gpu", "H100 SXM", "--torch", "==2.2.2", "--python", python,
+                "--platform", "linux_x86_64", "--index-url", "https://pypi.org/simple",
+                "--json", "--dry-run", "pandas")
+    assert r.code == 0, r.err
+    (t,) = json.loads(r.out)["targets"]
+    locked = {p["name"]: p["version"] for p in t["packages"]}
+    assert locked["numpy"] == "1.26.4"
+    # pandas and what it needs at import, exactly as locked (no resolution by the installer)
+    wanted = [f"{n}=={locked[n]}" for n in ("numpy", "pandas", "python-dateutil", "six",
+                                            "tzdata", "pytz") if n in locked]
+    venv = tmp_path / "venv"
+    env = dict(os.environ, UV_NO_CONFIG="1")
+    subprocess.run([uv, "venv", "--python", sys.executable, str(venv)], check=True,
+                   capture_output=True, env=env, timeout=300)
+    vpy = venv / "bin" / "python"
+    p = subprocess.run([uv, "pip", "install", "--python", str(vpy), "--no-deps",
+                        "--index-url", "https://pypi.org/simple", *wanted],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    p = subprocess.run([str(vpy), "-c", "import numpy, pandas; "
+                        "print(numpy.__version__, pandas.__version__); "
+                        "pandas.DataFrame({'a': numpy.arange(3)}).sum()"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == [locked["numpy"], locked["pandas"]]
+
+
+@skip_offline
+def test_numpy_below_2_on_python_3_13_needs_no_build(tmp_path: Path, pypi_cache: Path) -> None:
+    """numpy 1.26.4 has no cp313 wheel; its sdist's PKG-INFO (Metadata-Version 2.1) says
+    nothing reliable, but its pyproject.toml declares the dependencies statically (PEP 621):
+    no meson build runs (--no-build would make one an error)."""
+    r = run_cli("resolve", "--gpu", "H100 SXM", "--python", "3.13", "--platform",
+                "linux_x86_64", "--index-url", "https://pypi.org/simple", "--no-build",
+                "--json", "--dry-run", "numpy<2")
+    assert r.code == 0, r.err
+    (t,) = json.loads(r.out)["targets"]
+    assert {p["name"]: p["version"] for p in t["packages"]}["numpy"].startswith("1.")

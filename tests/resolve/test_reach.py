@@ -153,3 +153,24 @@ def test_prefer_sets_which_index_ranks_first(tmp_path: Path) -> None:
     assert lock["target"][0]["torch"]["on-pypi"] is False
     assert lock["inputs"]["prefer"] == "pytorch-index"
     assert choose("--prefer", "pypi")["target"][0]["torch"]["on-pypi"] is True
+
+
+def test_every_way_out_of_an_index_error_is_a_command_that_works(
+        world: IndexServer, tmp_path: Path, blocked: str) -> None:
+    # the hint's commands are the user's own with one option changed: --offline keeps
+    # their --cuda 12.1, the other CUDA line replaces it; each printed command runs
+    import shlex
+
+    r, _ = _resolve(world, tmp_path, "--pytorch-index-url", blocked, "--cuda", "12.1")
+    assert r.code == 4, r.err
+    hint = r.err.strip().splitlines()[1]
+    cmds = [part.split(": ", 1)[1] for part in hint.split("; ")
+            if ": envlock resolve " in part]
+    assert len(cmds) == 2, hint
+    offline = next(c for c in cmds if "--offline" in c)
+    assert "--cuda 12.1" in offline
+    other = next(c for c in cmds if "--offline" not in c)
+    assert "--cuda 12.4" in other and "12.1" not in other
+    for cmd in cmds:
+        again = run_cli(*shlex.split(cmd)[1:])
+        assert again.code == 0, (cmd, again.err)

@@ -65,6 +65,9 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         add_package(pypi, tmp, "helper", "1.2")
         add_package(pypi, tmp, "numpy", "2.2.6")
         add_package(pypi, tmp, "numpy", "1.26.4")
+        # pandas 3.1.1 needs NumPy 2; 3.0.6 still takes NumPy 1.26 (their real metadata)
+        add_package(pypi, tmp, "pandas", "3.1.1", ["numpy>=2.0.2"])
+        add_package(pypi, tmp, "pandas", "3.0.6", ["numpy>=1.26.0"])
         add_package(pypi, tmp, "nltk", "3.8.1")
         add_package(pypi, tmp, "nltk", "3.9b1")
         add_package(pypi, tmp, "betaonly", "1.0rc1")
@@ -246,6 +249,38 @@ def test_override_against_a_user_pin_names_both(world: IndexServer, tmp_path: Pa
     assert r.code == 6, (r.code, r.err)
     assert "numpy==2.2.6 (requested)" in r.err and "numpy==1.26.4" in r.err
     assert "numpy2-with-torch-before-2-3" in r.err
+
+
+def test_advisory_is_a_constraint_that_backtracks_other_packages(
+        world: IndexServer, tmp_path: Path, cache: Path) -> None:
+    # numpy 1.26.4 for torch < 2.3: the newest pandas needs NumPy 2, so the lock must take
+    # the pandas that supports 1.26.4, not pair it with pandas 3.1.1 (which fails at import)
+    out = tmp_path / "l.lock"
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.1.2", "--python", "3.11",
+                "pandas", "-o", str(out))
+    assert r.code == 0, r.err
+    pk = packages(out)
+    assert (pk["numpy"]["version"], pk["pandas"]["version"]) == ("1.26.4", "3.0.6")
+    (adv,) = [a for a in _toml.loads(out.read_text())["target"][0]["advisory"]
+              if a["id"] == "numpy2-with-torch-before-2-3"]
+    assert adv["action"] == "constraint"  # torch 2.1.2 pins no numpy: nothing overridden
+    assert any(line.startswith("constraint: numpy==1.26.4 (advisory numpy2-with-torch")
+               for line in decision(out))
+    # the exports name the advisory, and do not warn of a torch pin that does not exist
+    for fmt in ("constraints", "conda", "requirements"):
+        e = run_cli("export", "--lock", str(out), "--format", fmt)
+        assert e.code == 0, e.err
+        text = " ".join(line.lstrip("#").strip() for line in e.out.splitlines())
+        assert "numpy==1.26.4 (numpy2-with-torch-before-2-3)" in text, fmt
+        assert "torch pin" not in text and "exact pin of the torch" not in text, fmt
+
+
+def test_advisory_constraint_that_nothing_fits_names_the_advisory(
+        world: IndexServer, tmp_path: Path, cache: Path) -> None:
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.1.2", "--python", "3.11",
+                "pandas>=3.1", "--dry-run")
+    assert r.code == 6, (r.code, r.err)
+    assert "numpy is held to numpy==1.26.4 by advisory numpy2-with-torch-before-2-3" in r.err
 
 
 # -- torch together with the requirements -------------------------------------------------------

@@ -136,3 +136,28 @@ def test_advisory_override_is_the_only_difference(tmp_path: Path, shared_cache: 
     assert theirs["numpy"].startswith("2.")
     assert {n: v for n, v in mine.items() if n != "numpy"} == \
         {n: v for n, v in theirs.items() if n != "numpy"}
+
+
+@needs
+def test_advisory_pin_resolves_like_a_uv_constraint(tmp_path: Path, shared_cache: Path) -> None:
+    # the numpy advisory for torch < 2.3 takes part in the resolution as a constraint:
+    # envlock's pins equal uv's given the same pin as a constraint (pandas backtracks to a
+    # release that supports NumPy 1.26), not the newest pandas paired with numpy 1.26.4
+    mine, _ = _envlock_pins(tmp_path, "2.1.2", ["pandas"], [])
+    (tmp_path / "c.txt").write_text("numpy==1.26.4\n")
+    req = tmp_path / "uv.in"
+    req.write_text("torch==2.1.2\npandas\n")
+    env = dict(os.environ, UV_NO_CONFIG="1")
+    p = subprocess.run(
+        [str(UV), "pip", "compile", str(req), "-c", str(tmp_path / "c.txt"),
+         "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",
+         "--index-url", PYPI, "--no-header", "--no-annotate", "--quiet"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    theirs = {}
+    for line in p.stdout.splitlines():
+        if line.strip() and not line.startswith("#"):
+            r = Requirement(line.strip())
+            theirs[canonicalize_name(r.name)] = next(iter(r.specifier)).version
+    assert mine["numpy"] == "1.26.4"
+    assert mine == theirs
