@@ -37,7 +37,14 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```\n(.*?)```", readme, re.S)
     test_cmd = next(b.strip() for b in blocks if "pytest" in b and "pip install" in b)
-    assert test_cmd in (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    # .ci/run reads the command from the README (the block after its marker) and runs it
+    # as written in a fresh venv: the block it reads must be the README's test command
+    marker = re.search(r"^marker='([^']+)'$", ci, re.M)
+    assert marker, ".ci/run names no README marker"
+    after = readme.split(marker.group(1) + "\n", 1)[1]
+    assert re.match(r"\s*```\n(.*?)\n```", after, re.S).group(1).strip() == test_cmd
+    assert "python3 -m venv" in ci and "--system-site-packages" not in ci
 
 
 def test_readme_quickstart_runs_the_main_job() -> None:
