@@ -44,8 +44,9 @@ CHOICES = [
     (["GTX 1080 Ti"], None, "", None, "3.11", "linux_x86_64", "2.14.1", "cu126", False),
     # Kepler: the last sm_37 build is cu118, last released with torch 2.7
     (["K80"], None, "", None, "3.10", "linux_x86_64", "2.7.1", "cu118", False),
-    # R570 runs CUDA 12.x builds: the newest is 2.12.1 cu129 (issue 15); CUDA 13 needs R580
-    (["B200"], "570.86.15", "", None, "3.11", "linux_x86_64", "2.12.1", "cu129", False),
+    # R570 runs CUDA 12.x builds: the newest is 2.13.0 cu129 (its sm_100 SASS known from
+    # torch 2.13.0's own PYTORCH_RELEASES_CODE_CC, issue 34); CUDA 13 needs R580
+    (["B200"], "570.86.15", "", None, "3.11", "linux_x86_64", "2.13.0", "cu129", False),
     (["A100"], "470.82.01", "", None, "3.10", "linux_x86_64", "2.7.1", "cu118", False),
     (["GH200"], None, "", None, "3.11", "linux_aarch64", "2.15.0", "cu132", True),
     # Jetson Thor is sm_110: only the aarch64 CUDA-13 builds compile it

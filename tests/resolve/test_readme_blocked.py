@@ -63,6 +63,7 @@ def test_every_readme_resolve_example_with_the_pytorch_index_blocked(
     monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "requirements.in").write_text("numpy\n")
     shutil.copy(DATA / "snapshots" / "h100-match.json", tmp_path / "node.json")
+    shutil.copy(DATA / "nodes" / "three-pools.json", tmp_path / "nodes.json")  # --from-node
     # the README's stated build host, which its --from-snapshot line reads
     assert run_cli("snapshot", "--gpu", "H20:8", "--driver", "580.65.06", "-o",
                    "h20-node.json").code == 0
