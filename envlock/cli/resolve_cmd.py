@@ -276,7 +276,13 @@ def run(args: argparse.Namespace, out: Any) -> int:
     from envlock.matrix.cache import cache_dir
     from envlock.resolve import resolve
 
-    client = IndexClient(config, cache_dir=cache_dir(), offline=args.offline,
+    from envlock._cache_files import root_warning
+
+    cdir = cache_dir()
+    shared = root_warning(cdir)
+    if shared:
+        out.error("envlock: warning: " + _one_line_text(shared))
+    client = IndexClient(config, cache_dir=cdir, offline=args.offline,
                          on_request=progress.request if progress else None,
                          refresh=args.refresh, no_build=args.no_build,
                          trust_pkg_info=request.trust_pkg_info)
@@ -512,3 +518,9 @@ class _Progress:
         if self.last:
             self.out.stderr.write("\r" + " " * len(self.last) + "\r")
             self.out.stderr.flush()
+
+
+def _one_line_text(text: str) -> str:
+    from envlock._text import escape_controls
+
+    return escape_controls(text)

@@ -27,7 +27,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from packaging.utils import canonicalize_name
 
-from envlock._files import atomic_write_bytes
+from envlock._cache_files import entry_exists, read_entry, write_entry
 from envlock.errors import BuildError, EnvlockError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
 from envlock.index.http import Transport
@@ -56,8 +56,10 @@ class IndexClient:
                  refresh: bool = False, no_build: bool = False,
                  trust_pkg_info: Iterable[str] = ()) -> None:
         self.config = config
-        #: ``--no-build``: an sdist whose metadata must be built is an error instead
-        self.no_build = no_build
+        #: ``--no-build`` (or ``ENVLOCK_NO_BUILD=1``): an sdist whose metadata must be built
+        #: is an error instead
+        self.no_build = no_build or os.environ.get("ENVLOCK_NO_BUILD", "").strip().lower() \
+            not in ("", "0", "false", "no")
         #: ``--trust-pkg-info``: projects whose sdists' PKG-INFO is read even where it marks
         #: Requires-Dist dynamic (Metadata-Version 2.2 or later only), instead of a build
         self.trust_pkg_info = frozenset(str(canonicalize_name(n)) for n in trust_pkg_info)
@@ -186,7 +188,7 @@ class IndexClient:
         if p is None:
             return None
         try:
-            page = page_from_cache(p.read_bytes())
+            page = page_from_cache(self._read(p))
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
         if (page.index != redact(index) or page.url != redact(url)
@@ -199,8 +201,7 @@ class IndexClient:
         if p is None:
             return
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(p, page_to_cache(page), durable=False)
+            write_entry(self.cache_dir or p.parent, p, page_to_cache(page))
         except (OSError, EnvlockError):
             pass
 
@@ -226,7 +227,7 @@ class IndexClient:
         if not dist.is_wheel:
             return False
         path = self._meta_path(dist)
-        return path is not None and path.is_file()
+        return path is not None and entry_exists(self.cache_dir or path.parent, path)
 
     def metadata(self, dist: Dist) -> Metadata:
         return self.prefetch_metadata(dist).result()
@@ -247,7 +248,7 @@ class IndexClient:
         path = self._meta_path(dist)
         if path is not None:
             try:
-                return parse_metadata(path.read_bytes())
+                return parse_metadata(self._read(path))
             except OSError:
                 pass
         if self.offline:
@@ -255,11 +256,7 @@ class IndexClient:
                                f"--offline forbids the network")
         blob = self._metadata_bytes(dist)
         if path is not None:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(path, blob)
-            except (OSError, EnvlockError):
-                pass
+            self._store(path, blob)
         return parse_metadata(blob)
 
     def _metadata_bytes(self, dist: Dist) -> bytes:
@@ -329,7 +326,7 @@ class IndexClient:
             if p is None:
                 continue
             try:
-                blob = p.read_bytes()
+                blob = self._read(p)
             except OSError:
                 continue
             if p != path or not needs_build(blob):
@@ -356,7 +353,7 @@ class IndexClient:
         built_path = self._built_path(sha)
         if built_path is not None:
             try:
-                return parse_metadata(built_path.read_bytes())
+                return parse_metadata(self._read(built_path))
             except OSError:
                 pass
         settings = BuildSettings(index_url=self.config.index_url,
@@ -395,10 +392,17 @@ class IndexClient:
         if path is None:
             return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(path, blob)  # durable: a torn entry would lose dependencies
+            # durable: a torn entry would lose dependencies; never through a planted link
+            write_entry(self.cache_dir or path.parent, path, blob, durable=True)
         except (OSError, EnvlockError):
             pass
+
+    def _read(self, path: Path) -> bytes:
+        """A cache entry: a regular file of this user, reached without following links,
+        no larger than a page may be (OSError otherwise: the caller fetches again)."""
+        cap = self.transport.max_page_bytes
+        return read_entry(self.cache_dir or path.parent, path,
+                          None if cap is None else cap + 1024)
 
     # -- whole files and ranges ----------------------------------------------------------
     def remote_zip(self, dist: Dist) -> RemoteZip:
