@@ -285,7 +285,11 @@ def run(args: argparse.Namespace, out: Any) -> int:
     client = IndexClient(config, cache_dir=cdir, offline=args.offline,
                          on_request=progress.request if progress else None,
                          refresh=args.refresh, no_build=args.no_build,
-                         trust_pkg_info=request.trust_pkg_info)
+                         trust_pkg_info=request.trust_pkg_info,
+                         on_build=lambda filename: out.error(
+                             "envlock: note: running the build backend of "
+                             f"{_one_line_text(filename)} to learn its dependencies "
+                             "(--no-build or ENVLOCK_NO_BUILD=1 forbids it)"))
     try:
         lock = resolve(request, matrix, config, client=client, command=command.strip(),
                        on_event=progress.event if progress else None)

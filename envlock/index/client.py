@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -54,8 +55,12 @@ class IndexClient:
                  offline: bool = False, max_workers: Optional[int] = None,
                  on_request: Optional[Callable[[str], None]] = None,
                  refresh: bool = False, no_build: bool = False,
-                 trust_pkg_info: Iterable[str] = ()) -> None:
+                 trust_pkg_info: Iterable[str] = (),
+                 on_build: Optional[Callable[[str], None]] = None) -> None:
         self.config = config
+        #: told the file name of each sdist whose build backend is about to run (the CLI
+        #: names it on stderr: running an index's code should never go unsaid)
+        self.on_build = on_build
         #: ``--no-build`` (or ``ENVLOCK_NO_BUILD=1``): an sdist whose metadata must be built
         #: is an error instead
         self.no_build = no_build or os.environ.get("ENVLOCK_NO_BUILD", "").strip().lower() \
@@ -94,6 +99,8 @@ class IndexClient:
         second (so Ctrl-C or an error does not wait for a slow index; the worker threads
         must end before the interpreter can exit)."""
         self.transport.cancel()
+        if "envlock.index.contain" in sys.modules:  # a build may be running: end it now
+            sys.modules["envlock.index.contain"].kill_all()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self.transport.close()
@@ -356,13 +363,19 @@ class IndexClient:
                 return parse_metadata(self._read(built_path))
             except OSError:
                 pass
+        from envlock.index.contain import build_deadline
+
         settings = BuildSettings(index_url=self.config.index_url,
                                  extra_index_urls=tuple(self.config.extra_index_urls),
-                                 find_links=tuple(self.config.find_links))
+                                 find_links=tuple(self.config.find_links),
+                                 timeout=build_deadline())
         try:
             with self._build_lock:
+                if self.on_build is not None and not self.no_build:
+                    self.on_build(dist.filename)
                 built = build_metadata(data, dist.filename, dist.name, settings,
-                                       no_build=self.no_build)
+                                       no_build=self.no_build,
+                                       cancel=self.transport._cancel)
         except BuildError as exc:
             hint = _trust_hint(dist, info)
             if hint is None or exc.hint:
