@@ -55,6 +55,9 @@ class Transport:
         #: revalidate everything (``--refresh``)
         self.refresh = refresh
         self.cache_dir = cache_dir / "http" if cache_dir else None
+        #: the cache root (the user's choice, followed if a link); everything below it is
+        #: reached without following links (envlock._cache_files)
+        self._cache_root = cache_dir
         self.offline = offline
         self.on_request = on_request
         self.backoff = backoff
@@ -121,8 +124,8 @@ class Transport:
         if paths is None:
             return None
         try:
-            meta = json.loads(read_entry(self.cache_dir, paths[1], _MAX_META_BYTES))
-            body = read_entry(self.cache_dir, paths[0], self._max_entry_bytes())
+            meta = json.loads(read_entry(self._cache_root, paths[1], _MAX_META_BYTES))
+            body = read_entry(self._cache_root, paths[0], self._max_entry_bytes())
         except (OSError, ValueError, RecursionError):
             return None
         if not isinstance(meta, dict) or meta.get("sha256") != hashlib.sha256(body).hexdigest():
@@ -138,7 +141,7 @@ class Transport:
         if paths is None or url.startswith("file:"):
             return None
         try:
-            meta = json.loads(read_entry(self.cache_dir, paths[1], _MAX_META_BYTES))
+            meta = json.loads(read_entry(self._cache_root, paths[1], _MAX_META_BYTES))
         except (OSError, ValueError, RecursionError):
             return None
         if not isinstance(meta, dict) or not self._is_fresh(meta, False):
@@ -179,9 +182,9 @@ class Transport:
         try:
             # no fsync: entries are checked against their sha256 when read; written
             # without following a link planted in a shared cache (envlock._cache_files)
-            assert self.cache_dir is not None
-            write_entry(self.cache_dir, paths[0], body)
-            write_entry(self.cache_dir, paths[1], json.dumps(meta).encode())
+            assert self._cache_root is not None
+            write_entry(self._cache_root, paths[0], body)
+            write_entry(self._cache_root, paths[1], json.dumps(meta).encode())
         except (OSError, InputError):
             pass  # the cache is an optimisation: a read-only cache directory is fine
         return digest
