@@ -155,4 +155,6 @@ def _write_through(shown: Path, target: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: PathLike, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """UTF-8; a lone surrogate (from a JSON ``"\\ud800"`` in some input) is written as
+    its escape rather than failing the write."""
+    atomic_write_bytes(path, text.encode("utf-8", "backslashreplace"))

@@ -41,10 +41,14 @@ class Output:
         self.stderr = stderr if stderr is not None else sys.stderr
 
     def print(self, text: str = "") -> None:
-        self.stdout.write(text + "\n")
+        from envlock._text import terminal_safe  # no control sequence from data
+
+        self.stdout.write(terminal_safe(text) + "\n")
 
     def error(self, text: str) -> None:
-        self.stderr.write(text + "\n")
+        from envlock._text import terminal_safe
+
+        self.stderr.write(terminal_safe(text) + "\n")
 
     #: colour on stdout (set by main: a TTY, no NO_COLOR, no --no-color)
     color: bool = False
