@@ -305,7 +305,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
             if not args.json:
                 out.stdout.write(render_lock(lock))
         else:
-            write_lock(lock, Path(args.output))
+            write_lock(lock, args.output)
             path = args.output
     if args.json:
         out.print(json.dumps(lock_json(lock, path), indent=2))

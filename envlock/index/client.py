@@ -72,6 +72,9 @@ class IndexClient:
         self.trusted: Dict[Tuple[str, str], str] = {}
         self.cache_dir = cache_dir
         self.offline = offline
+        #: the most project pages one client reads (ENVLOCK_MAX_PAGES): a bound on the
+        #: total work of a resolve, whatever an index serves
+        self.max_pages = _env_count("ENVLOCK_MAX_PAGES", DEFAULT_MAX_PAGES)
         self.transport = Transport(config, cache_dir, offline=offline, on_request=on_request,
                                    refresh=refresh)
         self._pool: Optional[ThreadPoolExecutor] = None
@@ -123,6 +126,16 @@ class IndexClient:
                 return fut
             fut = Future()
             self._pages[key] = fut
+            over = len(self._pages) > self.max_pages
+        if over:
+            # a bound on a resolve's total work: a page that lists 20,000 dependencies
+            # (each with its own page) would otherwise keep envlock fetching for hours
+            fut.set_exception(IndexError_(
+                f"this resolve needs more than {self.max_pages} project pages "
+                f"(ENVLOCK_MAX_PAGES); real environments need a few hundred, so an index "
+                f"is more likely serving a dependency tree that never ends",
+                hint="raise ENVLOCK_MAX_PAGES if this requirement set is really that large"))
+            return fut
         digest = None if self.offline else self.transport.fresh_digest(self.page_url(index, name))
         if self.offline or digest is not None:
             # nothing to wait for (the cache answers): done here, as offline. Handing CPU
@@ -460,6 +473,26 @@ class IndexClient:
 
 class _NoRanges(Exception):
     """The server ignored a Range header (answered 200 with the whole file)."""
+
+
+#: project pages one resolve may read; torch with transformers, accelerate, datasets and
+#: vllm reads about 300 (two indexes)
+DEFAULT_MAX_PAGES = 5000
+
+
+def _env_count(name: str, default: int) -> int:
+    from envlock.errors import InputError
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"{name}={raw!r} is not a positive whole number")
+    return value
 
 
 def _run_into(fut: Future, fn: Callable[..., object], *args: object) -> None:

@@ -265,7 +265,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def write_lock(lock: Lock, path: Path) -> None:
+def write_lock(lock: Lock, path: "Path | str") -> None:
     atomic_write_text(path, render_lock(lock))
 
 
