@@ -475,6 +475,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         for i in range(args.cases):
             kind = rng.choices(kinds, weights)[0]
             runner.case(i, kind)
+            if (i + 1) % 250 == 0:
+                print(f"{i + 1} cases, {len(runner.failures)} failing, "
+                      f"{time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
     finally:
         watch.stop.set()
         watch.join()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 import pytest
-from support.index_server import IndexServer, make_sdist, make_wheel
+from support.index_server import IndexServer, make_sdist
 from support.torch_world import add_package, add_torch_release, resolve
 
 from envlock.index import contain
