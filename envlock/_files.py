@@ -12,7 +12,10 @@ What ``-o PATH`` does, by what ``PATH`` is:
   reads): written straight into, as a shell's ``>`` would; there is nothing to replace;
 - a directory, a socket, a block device: refused with a one-line error. A path that is a
   mount point (rename fails with EBUSY) is refused too. Nothing that is not a regular file
-  is ever replaced.
+  is ever replaced. A path written with a trailing ``/`` (``-o newdir/``) names a
+  directory: refused, never written as a file named ``newdir``;
+- a full disk (or a quota, or a file size limit) while writing: a one-line error (exit 2),
+  the temporary file removed and the old file, if any, untouched.
 
 Reading is capped (:data:`MAX_INPUT_BYTES`) so ``-r /dev/zero`` or ``--log /dev/zero``
 ends with an error instead of reading forever.
@@ -91,6 +94,12 @@ def atomic_write_bytes(path: PathLike, data: bytes, *, durable: bool = True) -> 
     ``durable=False`` skips the fsync: for caches whose entries are verified on read, where
     a lost write after a crash only costs a refetch (and fsync costs milliseconds each)."""
     shown = Path(path)
+    if isinstance(path, str) and path.endswith(("/", os.sep)):
+        # "-o newdir/": the user means a directory; never a file named "newdir"
+        if os.path.isdir(path):
+            raise InputError(f"cannot write {path}: it is a directory")
+        raise InputError(f"cannot write {path}: a path ending in '/' names a directory, "
+                         f"and there is none")
     target = Path(os.path.realpath(shown)) if os.path.islink(shown) else shown
     try:
         st: Optional[os.stat_result] = os.stat(target)
@@ -114,12 +123,16 @@ def atomic_write_bytes(path: PathLike, data: bytes, *, durable: bool = True) -> 
     except OSError as exc:
         raise InputError(f"cannot write {shown}: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), mode)
-            fh.write(data)
-            fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), mode)
+                fh.write(data)
+                fh.flush()
+                if durable:
+                    os.fsync(fh.fileno())
+        except OSError as exc:  # a full disk, a quota, a file size limit: one line, exit 2
+            raise InputError(f"cannot write {shown}: {exc.strerror or exc}; nothing was "
+                             f"written") from None
         try:
             os.replace(tmp, target)
         except OSError as exc:
@@ -155,4 +168,6 @@ def _write_through(shown: Path, target: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: PathLike, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """UTF-8; a lone surrogate (from a JSON ``"\\ud800"`` in some input) is written as
+    its escape rather than failing the write."""
+    atomic_write_bytes(path, text.encode("utf-8", "backslashreplace"))

@@ -12,11 +12,17 @@ import dataclasses
 import re
 from typing import Any, Callable, Optional
 
-__all__ = ["CONTROL", "escape_controls", "first_control", "map_strings", "clean_for_output"]
+__all__ = ["CONTROL", "escape_controls", "first_control", "map_strings", "clean_for_output",
+           "terminal_safe"]
 
-#: C0 and C1 control characters, DEL, and the Unicode line and paragraph separators
-#: (which some editors and YAML parsers treat as line breaks)
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: C0 and C1 control characters, DEL, the Unicode line and paragraph separators (which
+#: some editors and YAML parsers treat as line breaks), and lone surrogates (a JSON
+#: ``"\ud800"`` decodes to one; no UTF-8 stream can write it)
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: what :func:`terminal_safe` escapes: CONTROL less line breaks and tabs
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: a colour sequence (SGR) as envlock's own styles write them: kept by terminal_safe
+_SGR = re.compile("\x1b\\[[0-9;]{0,32}m")
 
 
 def escape_controls(text: str) -> str:
@@ -34,6 +40,30 @@ def _escape(m: "re.Match[str]") -> str:
     c = m.group(0)
     return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}" if ord(c) < 256
                                                       else f"\\u{ord(c):04x}")
+
+
+def terminal_safe(text: str) -> str:
+    r"""``text`` as it may be written to a terminal: every control character but line
+    breaks, tabs and colour sequences (SGR, which only colour) written as a visible
+    escape, so a snapshot's hostname or an index's file name cannot move the cursor, set
+    the window title or clear the screen; lone surrogates escaped too (writing one would
+    fail).
+
+    >>> terminal_safe("ok\x1b[1mbold\x1b[0m \x1b]0;title\x07")
+    'ok\x1b[1mbold\x1b[0m \\x1b]0;title\\x07'
+    """
+    if not _TERMINAL.search(text):
+        return text
+    if "\x1b" not in text:
+        return _TERMINAL.sub(_escape, text)
+    out = []
+    pos = 0
+    for m in _SGR.finditer(text):
+        out.append(_TERMINAL.sub(_escape, text[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_TERMINAL.sub(_escape, text[pos:]))
+    return "".join(out)
 
 
 def first_control(text: str) -> Optional[str]:

@@ -50,6 +50,8 @@ class ExitCode(enum.IntEnum):
     INTERNAL = 70
     #: interrupted with Ctrl-C.
     INTERRUPTED = 130
+    #: ended by SIGTERM (after stopping any sdist build it had running).
+    TERMINATED = 143
 
 
 class EnvlockError(Exception):

@@ -41,10 +41,14 @@ class Output:
         self.stderr = stderr if stderr is not None else sys.stderr
 
     def print(self, text: str = "") -> None:
-        self.stdout.write(text + "\n")
+        from envlock._text import terminal_safe  # no control sequence from data
+
+        self.stdout.write(terminal_safe(text) + "\n")
 
     def error(self, text: str) -> None:
-        self.stderr.write(text + "\n")
+        from envlock._text import terminal_safe
+
+        self.stderr.write(terminal_safe(text) + "\n")
 
     #: colour on stdout (set by main: a TTY, no NO_COLOR, no --no-color)
     color: bool = False
@@ -122,6 +126,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
     out = out or Output()
     if argv is None:  # a program of its own (not a test calling in): see _second_ctrl_c_exits
         _second_ctrl_c_exits()
+        _sigterm_cleans_up()
     try:
         args_list: List[str] = list(sys.argv[1:] if argv is None else argv)
         no_color = "--no-color" in args_list
@@ -169,7 +174,10 @@ def _main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) ->
         if exc.hint:
             out.error(f"hint: {_one_line(exc.hint)}")
         return int(exc.exit_code)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, _Terminated):
+            out.error("envlock: terminated")
+            return ExitCode.TERMINATED
         out.error("envlock: interrupted")
         return ExitCode.INTERRUPTED
     except BrokenPipeError:
@@ -229,6 +237,32 @@ def _second_ctrl_c_exits() -> None:
     try:
         signal.signal(signal.SIGINT, on_sigint)
     except ValueError:  # not the main thread: keep Python's default
+        pass
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that the command unwinds as for Ctrl-C."""
+
+
+def _sigterm_cleans_up() -> None:
+    """SIGTERM unwinds the command like Ctrl-C (the index client is closed, which kills a
+    running sdist build's process group) and exits 143, instead of ending the process at
+    once and leaving the build's processes running."""
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+    fired: List[int] = []
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        if fired:  # a second SIGTERM: end now (the reaper still cleans up)
+            os._exit(ExitCode.TERMINATED)
+        fired.append(signum)
+        raise _Terminated
+
+    try:
+        signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread
         pass
 
 

@@ -133,7 +133,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
         checks = ["advisories"] + [s.name for s in result.smoke]
         by = {f.id: (f.subject if f.id.startswith("smoke-") else "advisories")
               for f in result.findings}
-        atomic_write_text(Path(args.junit), junit_xml("doctor", checks, result.findings,
+        atomic_write_text(args.junit, junit_xml("doctor", checks, result.findings,
                                                       findings_check=by))
     if args.json:
         out.print(json.dumps(result.to_dict(), indent=2))

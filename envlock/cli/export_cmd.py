@@ -124,7 +124,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
         import json
 
         if output is not None:
-            atomic_write_text(Path(output), result.text)
+            atomic_write_text(output, result.text)
         out.print(json.dumps({"format": args.format, "lock": args.lock, "target": target.name,
                               "output": output, "warnings": list(result.warnings),
                               **({"text": result.text} if output is None else {})}, indent=2))
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
     if output is None:
         out.stdout.write(result.text)
         return ExitCode.OK
-    atomic_write_text(Path(output), result.text)
+    atomic_write_text(output, result.text)
     out.print(f"wrote {output} ({args.format}, target {target.name})")
     return ExitCode.OK
 

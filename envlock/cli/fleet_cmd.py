@@ -224,7 +224,7 @@ def _emit(args: argparse.Namespace, out: Any, result: Any, header: str,
 
     report = report_dict(result, strict=args.strict, protocol=protocol)
     if args.report:
-        atomic_write_text(Path(args.report), json.dumps(report, indent=2) + "\n")
+        atomic_write_text(args.report, json.dumps(report, indent=2) + "\n")
     if args.lock and result.target:
         header += f" against {args.lock} target {result.target}"
     if args.json:

@@ -370,10 +370,20 @@ def run(args: argparse.Namespace, out: Any) -> int:
     from envlock.matrix.cache import cache_dir
     from envlock.resolve import resolve
 
-    client = IndexClient(config, cache_dir=cache_dir(), offline=args.offline,
+    from envlock._cache_files import root_warning
+
+    cdir = cache_dir()
+    shared = root_warning(cdir)
+    if shared:
+        out.error("envlock: warning: " + _one_line_text(shared))
+    client = IndexClient(config, cache_dir=cdir, offline=args.offline,
                          on_request=progress.request if progress else None,
                          refresh=args.refresh, no_build=args.no_build,
-                         trust_pkg_info=request.trust_pkg_info)
+                         trust_pkg_info=request.trust_pkg_info,
+                         on_build=lambda filename: out.error(
+                             "envlock: note: running the build backend of "
+                             f"{_one_line_text(filename)} to learn its dependencies "
+                             "(--no-build or ENVLOCK_NO_BUILD=1 forbids it)"))
     try:
         lock = resolve(request, matrix, config, client=client, command=command.strip(),
                        on_event=progress.event if progress else None)
@@ -389,7 +399,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
             if not args.json:
                 out.stdout.write(render_lock(lock))
         else:
-            write_lock(lock, Path(args.output))
+            write_lock(lock, args.output)
             path = args.output
     if args.json:
         out.print(json.dumps(lock_json(lock, path), indent=2))
@@ -674,3 +684,9 @@ class _Progress:
         if self.last:
             self.out.stderr.write("\r" + " " * len(self.last) + "\r")
             self.out.stderr.flush()
+
+
+def _one_line_text(text: str) -> str:
+    from envlock._text import escape_controls
+
+    return escape_controls(text)

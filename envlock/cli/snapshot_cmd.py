@@ -90,7 +90,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
     else:
         from envlock.lock.io import atomic_write_text
 
-        atomic_write_text(Path(args.output), text)
+        atomic_write_text(args.output, text)
         out.error(f"wrote {args.output}")
     return ExitCode.OK
 

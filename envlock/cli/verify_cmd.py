@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
     result = verify(lock, target, snap, matrix, stage=args.stage, check_hashes=args.hashes,
                     paths=paths, fixes=FixContext(lock_path=args.lock, python=args.python))
     if args.junit:
-        atomic_write_text(Path(args.junit), junit_xml("verify", result.checked, result.findings,
+        atomic_write_text(args.junit, junit_xml("verify", result.checked, result.findings,
                                                       result.skipped))
     if args.json:
         out.print(json.dumps(result.to_dict(), indent=2))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from packaging.utils import canonicalize_name
 
-from envlock._files import atomic_write_bytes
+from envlock._cache_files import entry_exists, read_entry, write_entry
 from envlock.errors import BuildError, EnvlockError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
 from envlock.index.http import Transport
@@ -54,10 +55,16 @@ class IndexClient:
                  offline: bool = False, max_workers: Optional[int] = None,
                  on_request: Optional[Callable[[str], None]] = None,
                  refresh: bool = False, no_build: bool = False,
-                 trust_pkg_info: Iterable[str] = ()) -> None:
+                 trust_pkg_info: Iterable[str] = (),
+                 on_build: Optional[Callable[[str], None]] = None) -> None:
         self.config = config
-        #: ``--no-build``: an sdist whose metadata must be built is an error instead
-        self.no_build = no_build
+        #: told the file name of each sdist whose build backend is about to run (the CLI
+        #: names it on stderr: running an index's code should never go unsaid)
+        self.on_build = on_build
+        #: ``--no-build`` (or ``ENVLOCK_NO_BUILD=1``): an sdist whose metadata must be built
+        #: is an error instead
+        self.no_build = no_build or os.environ.get("ENVLOCK_NO_BUILD", "").strip().lower() \
+            not in ("", "0", "false", "no")
         #: ``--trust-pkg-info``: projects whose sdists' PKG-INFO is read even where it marks
         #: Requires-Dist dynamic (Metadata-Version 2.2 or later only), instead of a build
         self.trust_pkg_info = frozenset(str(canonicalize_name(n)) for n in trust_pkg_info)
@@ -65,6 +72,9 @@ class IndexClient:
         self.trusted: Dict[Tuple[str, str], str] = {}
         self.cache_dir = cache_dir
         self.offline = offline
+        #: the most project pages one client reads (ENVLOCK_MAX_PAGES): a bound on the
+        #: total work of a resolve, whatever an index serves
+        self.max_pages = _env_count("ENVLOCK_MAX_PAGES", DEFAULT_MAX_PAGES)
         self.transport = Transport(config, cache_dir, offline=offline, on_request=on_request,
                                    refresh=refresh)
         self._pool: Optional[ThreadPoolExecutor] = None
@@ -92,6 +102,8 @@ class IndexClient:
         second (so Ctrl-C or an error does not wait for a slow index; the worker threads
         must end before the interpreter can exit)."""
         self.transport.cancel()
+        if "envlock.index.contain" in sys.modules:  # a build may be running: end it now
+            sys.modules["envlock.index.contain"].kill_all()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self.transport.close()
@@ -114,6 +126,16 @@ class IndexClient:
                 return fut
             fut = Future()
             self._pages[key] = fut
+            over = len(self._pages) > self.max_pages
+        if over:
+            # a bound on a resolve's total work: a page that lists 20,000 dependencies
+            # (each with its own page) would otherwise keep envlock fetching for hours
+            fut.set_exception(IndexError_(
+                f"this resolve needs more than {self.max_pages} project pages "
+                f"(ENVLOCK_MAX_PAGES); real environments need a few hundred, so an index "
+                f"is more likely serving a dependency tree that never ends",
+                hint="raise ENVLOCK_MAX_PAGES if this requirement set is really that large"))
+            return fut
         digest = None if self.offline else self.transport.fresh_digest(self.page_url(index, name))
         if self.offline or digest is not None:
             # nothing to wait for (the cache answers): done here, as offline. Handing CPU
@@ -186,7 +208,7 @@ class IndexClient:
         if p is None:
             return None
         try:
-            page = page_from_cache(p.read_bytes())
+            page = page_from_cache(self._read(p))
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
         if (page.index != redact(index) or page.url != redact(url)
@@ -199,8 +221,7 @@ class IndexClient:
         if p is None:
             return
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(p, page_to_cache(page), durable=False)
+            write_entry(self.cache_dir or p.parent, p, page_to_cache(page))
         except (OSError, EnvlockError):
             pass
 
@@ -226,7 +247,7 @@ class IndexClient:
         if not dist.is_wheel:
             return False
         path = self._meta_path(dist)
-        return path is not None and path.is_file()
+        return path is not None and entry_exists(self.cache_dir or path.parent, path)
 
     def metadata(self, dist: Dist) -> Metadata:
         return self.prefetch_metadata(dist).result()
@@ -247,7 +268,7 @@ class IndexClient:
         path = self._meta_path(dist)
         if path is not None:
             try:
-                return parse_metadata(path.read_bytes())
+                return parse_metadata(self._read(path))
             except OSError:
                 pass
         if self.offline:
@@ -255,11 +276,7 @@ class IndexClient:
                                f"--offline forbids the network")
         blob = self._metadata_bytes(dist)
         if path is not None:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(path, blob)
-            except (OSError, EnvlockError):
-                pass
+            self._store(path, blob)
         return parse_metadata(blob)
 
     def _metadata_bytes(self, dist: Dist) -> bytes:
@@ -334,7 +351,7 @@ class IndexClient:
             if p is None:
                 continue
             try:
-                blob = p.read_bytes()
+                blob = self._read(p)
             except OSError:
                 continue
             if p != path or not needs_build(blob):
@@ -361,7 +378,7 @@ class IndexClient:
         built_path = self._built_path(sha)
         if built_path is not None:
             try:
-                return parse_metadata(built_path.read_bytes())
+                return parse_metadata(self._read(built_path))
             except OSError:
                 pass
         # PEP 621: dependencies declared statically in pyproject.toml are what a build
@@ -377,13 +394,19 @@ class IndexClient:
                              hint=f"to build it again, run the same command with --refresh "
                                   f"(or remove {built_path.with_suffix('.failed')})"
                              if built_path is not None else None)
+        from envlock.index.contain import build_deadline
+
         settings = BuildSettings(index_url=self.config.index_url,
                                  extra_index_urls=tuple(self.config.extra_index_urls),
-                                 find_links=tuple(self.config.find_links))
+                                 find_links=tuple(self.config.find_links),
+                                 timeout=build_deadline())
         try:
             with self._build_lock:
+                if self.on_build is not None and not self.no_build:
+                    self.on_build(dist.filename)
                 built = build_metadata(data, dist.filename, dist.name, settings,
-                                       no_build=self.no_build)
+                                       no_build=self.no_build,
+                                       cancel=self.transport._cancel)
         except BuildError as exc:
             remember_failure(built_path, exc, self._store)
             hint = _trust_hint(dist, info)
@@ -414,10 +437,17 @@ class IndexClient:
         if path is None:
             return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(path, blob)  # durable: a torn entry would lose dependencies
+            # durable: a torn entry would lose dependencies; never through a planted link
+            write_entry(self.cache_dir or path.parent, path, blob, durable=True)
         except (OSError, EnvlockError):
             pass
+
+    def _read(self, path: Path) -> bytes:
+        """A cache entry: a regular file of this user, reached without following links,
+        no larger than a page may be (OSError otherwise: the caller fetches again)."""
+        cap = self.transport.max_page_bytes
+        return read_entry(self.cache_dir or path.parent, path,
+                          None if cap is None else cap + 1024)
 
     # -- whole files and ranges ----------------------------------------------------------
     def remote_zip(self, dist: Dist) -> RemoteZip:
@@ -462,6 +492,26 @@ class IndexClient:
 
 class _NoRanges(Exception):
     """The server ignored a Range header (answered 200 with the whole file)."""
+
+
+#: project pages one resolve may read; torch with transformers, accelerate, datasets and
+#: vllm reads about 300 (two indexes)
+DEFAULT_MAX_PAGES = 5000
+
+
+def _env_count(name: str, default: int) -> int:
+    from envlock.errors import InputError
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"{name}={raw!r} is not a positive whole number")
+    return value
 
 
 def _run_into(fut: Future, fn: Callable[..., object], *args: object) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
-from envlock._files import atomic_write_bytes
+from envlock._cache_files import read_entry, write_entry
 from envlock.errors import InputError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, check_url, redact
 
@@ -55,12 +55,15 @@ class Transport:
         #: revalidate everything (``--refresh``)
         self.refresh = refresh
         self.cache_dir = cache_dir / "http" if cache_dir else None
+        #: the cache root (the user's choice, followed if a link); everything below it is
+        #: reached without following links (envlock._cache_files)
+        self._cache_root = cache_dir
         self.offline = offline
         self.on_request = on_request
         self.backoff = backoff
         self._pools: Any = None
         self._lock = threading.Lock()
-        self._auth: Dict[str, Tuple[str, str]] = {}
+        self._auth: Dict[Tuple[str, str, Optional[int]], Tuple[str, str]] = {}
         self._cancel = threading.Event()
         #: total seconds one request may take, retries included (ENVLOCK_INDEX_DEADLINE)
         self.deadline = _env_number("ENVLOCK_INDEX_DEADLINE", 300.0)
@@ -77,8 +80,9 @@ class Transport:
             except ValueError:
                 continue
             if parts.username is not None:
-                self._auth[parts.hostname or ""] = (unquote(parts.username),
-                                                    unquote(parts.password or ""))
+                # keyed by origin: another port or scheme of the host never gets them
+                self._auth[origin(parts)] = (unquote(parts.username),
+                                             unquote(parts.password or ""))
 
     # -- connections -----------------------------------------------------------------
     def _get_pools(self) -> Any:
@@ -120,11 +124,11 @@ class Transport:
         if paths is None:
             return None
         try:
-            meta = json.loads(paths[1].read_text())
-            body = paths[0].read_bytes()
-        except (OSError, ValueError):
+            meta = json.loads(read_entry(self._cache_root, paths[1], _MAX_META_BYTES))
+            body = read_entry(self._cache_root, paths[0], self._max_entry_bytes())
+        except (OSError, ValueError, RecursionError):
             return None
-        if meta.get("sha256") != hashlib.sha256(body).hexdigest():
+        if not isinstance(meta, dict) or meta.get("sha256") != hashlib.sha256(body).hexdigest():
             return None  # torn or tampered entry
         return body, meta
 
@@ -137,8 +141,8 @@ class Transport:
         if paths is None or url.startswith("file:"):
             return None
         try:
-            meta = json.loads(paths[1].read_text())
-        except (OSError, ValueError):
+            meta = json.loads(read_entry(self._cache_root, paths[1], _MAX_META_BYTES))
+        except (OSError, ValueError, RecursionError):
             return None
         if not isinstance(meta, dict) or not self._is_fresh(meta, False):
             return None
@@ -176,13 +180,18 @@ class Transport:
             "sha256": digest,
         }
         try:
-            paths[0].parent.mkdir(parents=True, exist_ok=True)
-            # no fsync: entries are checked against their sha256 when read
-            atomic_write_bytes(paths[0], body, durable=False)
-            atomic_write_bytes(paths[1], json.dumps(meta).encode(), durable=False)
+            # no fsync: entries are checked against their sha256 when read; written
+            # without following a link planted in a shared cache (envlock._cache_files)
+            assert self._cache_root is not None
+            write_entry(self._cache_root, paths[0], body)
+            write_entry(self._cache_root, paths[1], json.dumps(meta).encode())
         except (OSError, InputError):
             pass  # the cache is an optimisation: a read-only cache directory is fine
         return digest
+
+    def _max_entry_bytes(self) -> Optional[int]:
+        """Cached bodies are pages, never larger than a page may be."""
+        return None if self.max_page_bytes is None else self.max_page_bytes + 1024
 
     # -- requests --------------------------------------------------------------------
     def get(self, url: str, *, headers: Optional[Mapping[str, str]] = None,
@@ -369,6 +378,25 @@ def _env_ca_bundle() -> Optional[str]:
 
 def _env_ttl() -> float:
     return _env_number("ENVLOCK_INDEX_TTL", 600.0)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(parts: Any) -> Tuple[str, str, Optional[int]]:
+    """(scheme, host, port) of a split URL, the port made explicit (``https://h`` and
+    ``https://h:443`` are one origin): what URL credentials are keyed by."""
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    scheme = parts.scheme.lower()
+    return (scheme, (parts.hostname or "").lower(),
+            port if port is not None else _DEFAULT_PORTS.get(scheme))
+
+
+#: a cache entry's small JSON part is never larger than this
+_MAX_META_BYTES = 1024 * 1024
 
 
 def _env_number(name: str, default: float) -> float:

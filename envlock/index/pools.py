@@ -10,9 +10,11 @@ four more distributions in every image that installs envlock. The rules are requ
   ``CURL_CA_BUNDLE``, else certifi's), loaded once; a trusted host is not verified;
 * ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` with ``NO_PROXY`` (names, domain
   suffixes, ``host:port``, CIDR ranges, ``*``), credentials in the proxy URL;
-* credentials from the index URL for its host, else from ``~/.netrc`` (``$NETRC``);
-* on a redirect to another origin the credentials are dropped (the new host's netrc
-  entry, if any, is used instead); at most :data:`MAX_REDIRECTS` hops.
+* credentials from the index URL for its origin (scheme, host and port, as pip keys
+  them), else from ``~/.netrc`` (``$NETRC``);
+* on a redirect to another origin the credentials are dropped (the new host's own netrc
+  entry, if any, is used instead; never netrc's ``default``); at most
+  :data:`MAX_REDIRECTS` hops.
 
 Imported on first network use only (it imports urllib3).
 """
@@ -33,6 +35,7 @@ import urllib3
 from urllib3 import exceptions as _exc
 
 from envlock.index.deadline import POOL_CLASSES
+from envlock.index.http import origin
 
 __all__ = ["Pools", "Reply", "RETRYABLE", "TooManyRedirects", "RefusedRedirect",
            "MAX_REDIRECTS"]
@@ -84,7 +87,7 @@ class Pools:
     by the client's threads."""
 
     def __init__(self, *, cafile: Optional[str], client_cert: Optional[str],
-                 is_trusted: Callable[[Any], bool], auth: Mapping[str, Tuple[str, str]],
+                 is_trusted: Callable[[Any], bool], auth: Mapping[Tuple[str, str, Optional[int]], Tuple[str, str]],
                  user_agent: str, env: Optional[Mapping[str, str]] = None) -> None:
         self._cafile = cafile
         self._client_cert = client_cert
@@ -111,6 +114,9 @@ class Pools:
             if previous is None:
                 auth_header = self._authorization(parts, from_url=True)
             elif _other_origin(previous, parts):
+                # a host the redirect names: its own netrc entry only, never the URL's
+                # credentials nor netrc's ``default`` (that would go to any host an index
+                # or a compromised mirror chose)
                 auth_header = self._authorization(parts, from_url=False)
             sent = {**self._headers, **headers}
             if auth_header:
@@ -144,19 +150,21 @@ class Pools:
     # -- credentials -------------------------------------------------------------------
     def _authorization(self, parts: Any, *, from_url: bool) -> Optional[str]:
         host = parts.hostname or ""
-        pair = self._auth.get(host) if from_url else None
+        # URL credentials belong to the URL's origin (scheme, host, port), as pip keys
+        # them: not to another port of the host, nor in clear text to its http:// side
+        pair = self._auth.get(origin(parts)) if from_url else None
         if pair is None:
-            pair = self._netrc_entry(host)
+            pair = self._netrc_entry(host, default=from_url)
         if pair is None:
             return None
         token = base64.b64encode(f"{pair[0]}:{pair[1]}".encode("latin-1", "replace"))
         return "Basic " + token.decode("ascii")
 
-    def _netrc_entry(self, host: str) -> Optional[Tuple[str, str]]:
+    def _netrc_entry(self, host: str, *, default: bool = True) -> Optional[Tuple[str, str]]:
         with self._lock:
             if self._netrc is None:
                 self._netrc = _read_netrc(self._netrc_file)
-            return self._netrc.get(host) or self._netrc.get("")
+            return self._netrc.get(host) or (self._netrc.get("") if default else None)
 
     # -- pools ---------------------------------------------------------------------------
     def _manager(self, parts: Any) -> Any:

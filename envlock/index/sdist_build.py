@@ -14,8 +14,14 @@ lock the package bare. For those, the metadata is *built*, as pip and uv do (PEP
    the ``METADATA`` comes out of it.
 
 The hooks run in a subprocess of the build environment's interpreter, through a small
-runner script of ours (the backend's code never runs in envlock's process). The result is
-cached by the sdist's sha256 by the caller, so a build happens once per file.
+runner script of ours (the backend's code never runs in envlock's process), contained by
+:mod:`envlock.index.contain`: their own process group (and, where the platform allows it
+without root, their own PID and network namespaces), a scrubbed environment with ``HOME``
+in the build's temporary directory, one total deadline for the whole build (pip included,
+``ENVLOCK_BUILD_DEADLINE``), and everything they started killed when a step ends. pip
+gets the index credentials through its environment (``PIP_INDEX_URL`` ...), never its
+command line, which every local user can read in ``ps``. The result is cached by the
+sdist's sha256 by the caller, so a build happens once per file.
 """
 
 from __future__ import annotations
@@ -25,17 +31,19 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
 import tempfile
 import threading
+import time
 import venv
 import zipfile
 from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from pathlib import Path, PurePosixPath
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envlock.errors import BuildError, IndexError_, NoBuildError
 
@@ -53,7 +61,7 @@ class BuildSettings:
     index_url: str
     extra_index_urls: Tuple[str, ...] = ()
     find_links: Tuple[str, ...] = ()
-    #: seconds for one pip install or one hook call
+    #: seconds one sdist's whole build may take (pip installs and hooks together)
     timeout: float = 600.0
 
 
@@ -120,7 +128,8 @@ def pkg_info(data: bytes, filename: str) -> Optional[bytes]:
 
 
 def build_metadata(data: bytes, filename: str, project: str, settings: BuildSettings,
-                   *, no_build: bool = False) -> bytes:
+                   *, no_build: bool = False,
+                   cancel: Optional[threading.Event] = None) -> bytes:
     """The METADATA a PEP 517 backend produces for this sdist."""
     if no_build:
         raise NoBuildError(
@@ -128,7 +137,8 @@ def build_metadata(data: bytes, filename: str, project: str, settings: BuildSett
             f"dependencies must be built (PKG-INFO lacks reliable Requires-Dist), and "
             f"--no-build forbids running its build backend")
     try:
-        return _build_metadata(data, filename, settings)
+        return _build_metadata(data, filename, settings,
+                               _Run(time.monotonic() + settings.timeout, cancel))
     except OSError as exc:  # the disk, not the package: say which, in one line
         raise BuildError(f"{filename}: its build environment could not be prepared "
                          f"({os_reason(exc)})") from None
@@ -148,30 +158,85 @@ def os_reason(exc: OSError) -> str:
     return f"{text}: {where}" if where else text
 
 
-def _build_metadata(data: bytes, filename: str, settings: BuildSettings) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="envlock-build-") as tmp:
-        root = Path(tmp)
-        src = _unpack(data, filename, root / "src")
-        requires, backend, backend_path = _build_system(src, filename)
-        env_dir = root / "env"
-        python = _make_env(env_dir)
-        _install_build_requires(python, requires, settings, filename)
-        out = root / "out"
-        out.mkdir()
-        extra = _hook(python, src, backend, backend_path, "get_requires_for_build_wheel",
-                      out, settings, filename)
-        if isinstance(extra, list) and extra:
-            _pip_install(python, [str(r) for r in extra], settings, filename)
-        result = _hook(python, src, backend, backend_path, "prepare_metadata",
-                       out, settings, filename)
-        if not isinstance(result, str):
-            raise BuildError(f"{filename}: the build backend returned no metadata")
-        path = Path(result)
+@dataclass(frozen=True)
+class _Run:
+    """One build's total deadline (``time.monotonic()``) and the client's cancel switch."""
+
+    deadline: float
+    cancel: Optional[threading.Event] = None
+
+
+#: the largest METADATA a build may produce (real ones are a few KB; torch's is 2 KB)
+MAX_METADATA_BYTES = 16 * 1024 * 1024
+#: the largest hook result file, and the most build requirements a hook may ask for
+_MAX_RESULT_BYTES = 1024 * 1024
+_MAX_REQUIRES = 1000
+
+
+def _build_metadata(data: bytes, filename: str, settings: BuildSettings, run: _Run) -> bytes:
+    from envlock.index.contain import Reaper
+
+    with tempfile.TemporaryDirectory(prefix="envlock-build-", ignore_cleanup_errors=True) as tmp:
+        Reaper.tell(f"+dir {tmp}")  # removed by the reaper if envlock is killed
         try:
-            return path.read_bytes()
-        except OSError as exc:
-            raise BuildError(f"{filename}: the build backend's METADATA is unreadable "
-                             f"({exc})") from None
+            return _build_in(Path(tmp), data, filename, settings, run)
+        finally:
+            Reaper.tell(f"-dir {tmp}")
+
+
+def _build_in(root: Path, data: bytes, filename: str, settings: BuildSettings,
+              run: _Run) -> bytes:
+    src = _unpack(data, filename, root / "src")
+    requires, backend, backend_path = _build_system(src, filename)
+    env_dir = root / "env"
+    python = _make_env(env_dir)
+    _install_build_requires(python, requires, settings, filename, run)
+    out = root / "out"
+    out.mkdir()
+    home = root / "home"
+    extra = _hook(python, src, backend, backend_path, "get_requires_for_build_wheel",
+                  out, home, filename, run)
+    if isinstance(extra, list) and extra:
+        if len(extra) > _MAX_REQUIRES or not all(isinstance(r, str) and 0 < len(r) < 1000
+                                                 for r in extra):
+            raise BuildError(f"{filename}: its build backend asked for build requirements "
+                             f"that are not a list of requirement strings")
+        _pip_install(python, list(extra), settings, filename, run)
+    result = _hook(python, src, backend, backend_path, "prepare_metadata",
+                   out, home, filename, run)
+    if not isinstance(result, str):
+        raise BuildError(f"{filename}: the build backend returned no metadata")
+    return _read_metadata(result, out, filename)
+
+
+def _read_metadata(result: str, out: Path, filename: str) -> bytes:
+    """The METADATA file a hook named: inside its output directory (a backend names the
+    directory, so it could name any file of the user's), a regular file, at most
+    :data:`MAX_METADATA_BYTES`."""
+    real = os.path.realpath(os.path.join(out, result))
+    base = os.path.realpath(out)
+    if os.path.commonpath([real, base]) != base:
+        raise BuildError(f"{filename}: the build backend named a METADATA file outside its "
+                         f"output directory")
+    try:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise BuildError(f"{filename}: the build backend's METADATA is unreadable "
+                         f"({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise BuildError(f"{filename}: the build backend's METADATA is not a file")
+        if st.st_size > MAX_METADATA_BYTES:
+            raise BuildError(f"{filename}: the build backend's METADATA is {st.st_size} bytes, "
+                             f"more than the {MAX_METADATA_BYTES // (1024 * 1024)} MiB "
+                             f"envlock reads")
+        blob = fh.read(MAX_METADATA_BYTES + 1)
+    if len(blob) > MAX_METADATA_BYTES:
+        raise BuildError(f"{filename}: the build backend's METADATA is more than the "
+                         f"{MAX_METADATA_BYTES // (1024 * 1024)} MiB envlock reads")
+    return blob
 
 
 # -- steps -----------------------------------------------------------------------------------
@@ -270,7 +335,7 @@ _TEMPLATE_ROOT: List[tempfile.TemporaryDirectory] = []
 
 
 def _install_build_requires(python: str, requires: Sequence[str], settings: BuildSettings,
-                            filename: str) -> None:
+                            filename: str, run: _Run) -> None:
     if not requires:
         return
     key = (tuple(sorted(requires)), settings)
@@ -279,9 +344,13 @@ def _install_build_requires(python: str, requires: Sequence[str], settings: Buil
         template = _TEMPLATES.get(key)
         if template is None:
             if not _TEMPLATE_ROOT:
-                _TEMPLATE_ROOT.append(tempfile.TemporaryDirectory(prefix="envlock-buildenv-"))
+                from envlock.index.contain import Reaper
+
+                _TEMPLATE_ROOT.append(tempfile.TemporaryDirectory(prefix="envlock-buildenv-",
+                                                                  ignore_cleanup_errors=True))
+                Reaper.tell(f"+dir {_TEMPLATE_ROOT[0].name}")
             template = Path(_TEMPLATE_ROOT[0].name) / str(len(_TEMPLATES))
-            _pip_install_into(str(template), requires, settings, filename)
+            _pip_install_into(str(template), requires, settings, filename, run)
             _TEMPLATES[key] = template
     link_tree(template, target)
 
@@ -308,39 +377,53 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 
 def _pip_install(python: str, requires: Sequence[str], settings: BuildSettings,
-                 filename: str) -> None:
+                 filename: str, run: _Run) -> None:
     if requires:
-        _pip_install_into(_site_packages(python), requires, settings, filename)
+        _pip_install_into(_site_packages(python), requires, settings, filename, run)
+
+
+def pip_environment(settings: BuildSettings,
+                    environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """pip's environment for installing build requirements: the indexes (credentials
+    included) as ``PIP_INDEX_URL`` / ``PIP_EXTRA_INDEX_URL`` / ``PIP_FIND_LINKS``, which
+    only this user can read (``/proc/PID/environ`` is private; argv is not)."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()
+           if k not in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS",
+                        "PIP_NO_INDEX", "PIP_REQUIRE_VIRTUALENV", "PYTHONPATH", "PYTHONHOME")}
+    env.update(PIP_NO_INPUT="1", PYTHONNOUSERSITE="1", PIP_INDEX_URL=settings.index_url)
+    if settings.extra_index_urls:
+        env["PIP_EXTRA_INDEX_URL"] = " ".join(settings.extra_index_urls)
+    if settings.find_links:
+        env["PIP_FIND_LINKS"] = " ".join(settings.find_links)
+    return env
 
 
 def _pip_install_into(target: str, requires: Sequence[str], settings: BuildSettings,
-                      filename: str) -> None:
+                      filename: str, run: _Run) -> None:
+    from envlock.index.contain import run_step
     import importlib.util
 
     if importlib.util.find_spec("pip") is None:
         raise BuildError(f"{filename}: its metadata must be built, and installing its build "
                          f"requirements ({', '.join(requires)}) needs pip in the Python that "
                          f"runs envlock ({sys.executable})")
+    # no URL on the command line: the indexes and their credentials are in pip's
+    # environment (pip_environment); build requirements come as wheels only, so pip itself
+    # never runs another package's build backend with envlock's whole environment
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input",
            "--disable-pip-version-check", "--no-warn-script-location", "--ignore-installed",
-           "--no-user", "--upgrade", "--target", target, "--index-url", settings.index_url]
-    for u in settings.extra_index_urls:
-        cmd += ["--extra-index-url", u]
-    for f in settings.find_links:
-        cmd += ["--find-links", f]
-    cmd += ["--", *requires]
-    env = dict(os.environ, PIP_NO_INPUT="1", PYTHONNOUSERSITE="1")
-    env.pop("PIP_REQUIRE_VIRTUALENV", None)
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                           timeout=settings.timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BuildError(f"{filename}: installing its build requirements "
-                         f"({', '.join(requires)}) failed: {exc}") from None
-    if p.returncode != 0:
+           "--no-user", "--upgrade", "--only-binary", ":all:", "--target", target,
+           "--", *requires]
+    Path(target).mkdir(parents=True, exist_ok=True)
+    log = Path(target).parent / f".pip-{Path(target).name}.log"
+    step = run_step(cmd, cwd=Path(target).parent, env=pip_environment(settings), log=log,
+                    deadline=run.deadline, cancel=run.cancel,
+                    what=f"{filename}: installing its build requirements "
+                         f"({', '.join(requires)})")
+    if step.returncode != 0:
         raise BuildError(f"{filename}: installing its build requirements "
                          f"({', '.join(requires)}) failed: "
-                         f"{_last_line(p.stderr or p.stdout, p.returncode)}")
+                         f"{_last_line(step.output, step.returncode)}")
 
 
 #: Runs inside the build environment: calls one hook and writes its result as JSON.
@@ -381,26 +464,31 @@ with open(result_file, "w") as f:
 
 
 def _hook(python: str, src: Path, backend: str, backend_path: Optional[str], hook: str,
-          out: Path, settings: BuildSettings, filename: str) -> object:
+          out: Path, home: Path, filename: str, run: _Run) -> object:
+    from envlock.index.contain import hook_environment, run_step
+
     runner = out / "_envlock_hook.py"
     runner.write_text(_RUNNER)
     result_file = out / f"{hook}.json"
-    env = dict(os.environ, PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1")
-    env.pop("PYTHONPATH", None)
-    env.pop("PYTHONHOME", None)
     cmd = [python, str(runner), backend, backend_path or "", hook, str(out), str(result_file)]
-    try:
-        p = subprocess.run(cmd, cwd=str(src), capture_output=True, text=True, env=env,
-                           timeout=settings.timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BuildError(f"{filename}: its build backend ({backend}) failed: {exc}") from None
-    if p.returncode != 0:
+    step = run_step(cmd, cwd=src, env=hook_environment(home), log=out / f"{hook}.log",
+                    deadline=run.deadline, cancel=run.cancel, isolate=True,
+                    what=f"{filename}: its build backend ({backend})")
+    if step.returncode != 0:
         raise BuildError(f"{filename}: its build backend ({backend}) failed: "
-                         f"{_last_line(p.stderr or p.stdout, p.returncode)}")
+                         f"{_last_line(step.output, step.returncode)}")
     try:
-        return json.loads(result_file.read_text())["result"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise BuildError(f"{filename}: its build backend gave no result ({exc})") from None
+        fd = os.open(result_file, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            blob = fh.read(_MAX_RESULT_BYTES + 1)
+        if len(blob) > _MAX_RESULT_BYTES:
+            raise ValueError("the result is too large")
+        doc = json.loads(blob)
+        return doc["result"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise BuildError(f"{filename}: its build backend gave no result "
+                         f"({type(exc).__name__})") from None
 
 
 def _last_line(text: str, returncode: Optional[int] = None) -> str:

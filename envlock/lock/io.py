@@ -295,7 +295,7 @@ def _variants_json(r: "_R", pk: Mapping[str, Any], where: str) -> Optional[str]:
     return canonical(doc)
 
 
-def write_lock(lock: Lock, path: Path) -> None:
+def write_lock(lock: Lock, path: "Path | str") -> None:
     atomic_write_text(path, render_lock(lock))
 
 

@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -120,11 +119,9 @@ def decode_matrix(data: bytes) -> Matrix:
 
 def _read_cache(path: Path) -> Optional[Matrix]:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(_MAX_BYTES + 1)
-        if len(data) > _MAX_BYTES:
-            return None
-        return decode_matrix(data)
+        from envlock._cache_files import read_entry
+
+        return decode_matrix(read_entry(path.parent, path, _MAX_BYTES))
     except Exception:  # noqa: BLE001 - any cache trouble means "load normally"
         return None
 
@@ -196,19 +193,10 @@ def _store(path: Path, matrix: Matrix) -> None:
     # Not _files.atomic_write_bytes on purpose: that one follows a symlink to write its
     # target (right for a user's -o), while a cache entry planted as a symlink in a shared
     # cache directory must be replaced, never written through.
+    from envlock._cache_files import write_entry
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".matrix-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_entry(path.parent, path, data)  # the root made 0700; a link is replaced
         # stale caches, and pickles of older envlocks: deleted, never opened
         for pattern in ("matrix-*.json", "matrix-*.pickle"):
             for old in path.parent.glob(pattern):

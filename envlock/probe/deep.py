@@ -106,7 +106,9 @@ def probe_deep(python: str = sys.executable, env: Optional[Mapping[str, str]] = 
         return DeepReport(ok=False, error=f"importing torch died ({what}) {tail[0][:200]}")
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):
+        return DeepReport(ok=False, error="the torch probe printed no report")
+    if not isinstance(data, dict):
         return DeepReport(ok=False, error="the torch probe printed no report")
     if not data.get("ok"):
         return DeepReport(ok=False, error=data.get("error") or "torch is not importable")

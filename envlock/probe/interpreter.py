@@ -51,7 +51,8 @@ def describe_interpreter(python: str, timeout: float = 60.0,
         return Interpreter(executable=str(data["executable"]), version=str(data["version"]),
                            implementation=str(data["implementation"]),
                            path=tuple(p for p in data["path"][1:] if p))
-    except (ValueError, IndexError, KeyError, TypeError):
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError, RecursionError):
+        # (RecursionError: JSON nested thousands deep, from a hostile or broken --python)
         tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
         raise InputError(f"--python {python} is not a working Python interpreter "
                          f"(exit {proc.returncode}: {tail[0][:200]})") from None

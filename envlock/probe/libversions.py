@@ -189,8 +189,10 @@ def _load_version_cache(path: Optional[Path]) -> Dict[str, Dict[str, object]]:
     if path is None:
         return {}
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        from envlock._cache_files import read_entry
+
+        data = json.loads(read_entry(Path(path).parent, path, 16 * 1024 * 1024))
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict) or data.get("schema") != _VERSION_CACHE_SCHEMA:
         return {}
@@ -204,13 +206,9 @@ def _save_version_cache(path: Path, entries: Mapping[str, Mapping[str, object]])
     """Write atomically; a cache we cannot write only costs speed next time."""
     path = Path(path)
     doc = {"schema": _VERSION_CACHE_SCHEMA, "entries": dict(sorted(entries.items()))}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+    from envlock._cache_files import write_entry
+
+    try:  # never through a link planted in a shared cache directory
+        write_entry(path.parent, path, (json.dumps(doc, indent=1) + "\n").encode("utf-8"))
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass

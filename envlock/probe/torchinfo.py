@@ -62,23 +62,25 @@ def arch_list_of(lib: Path, cache_dir: Optional[Path] = None) -> Optional[List[s
     except OSError:
         return None
     key = f"{lib.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    from envlock._cache_files import read_entry, write_entry
+
     cache = cache_dir / "torch-arch.json" if cache_dir else None
     data = {}
     if cache is not None:
         try:
-            data = json.loads(cache.read_text())
-            if key in data:
+            data = json.loads(read_entry(cache.parent, cache, 16 * 1024 * 1024))
+            if isinstance(data, dict) and key in data:
                 return data[key]
-        except (OSError, ValueError):
+            if not isinstance(data, dict):
+                data = {}
+        except (OSError, ValueError, RecursionError):
             data = {}
     found = _scan_arch(lib)
     if cache is not None:
         try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
             data[key] = found
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(data))
-            os.replace(tmp, cache)
+            # never through a link planted in a shared cache directory
+            write_entry(cache.parent, cache, json.dumps(data).encode())
         except OSError:
             pass
     return found

@@ -193,7 +193,7 @@ def test_credentials_are_used_but_never_shown(server: IndexServer, tmp_path: Pat
     cfg = IndexConfig(index_url=url)
     with IndexClient(cfg, cache_dir=tmp_path) as c:
         assert c.page(url, "demo") is not None
-        assert ("127.0.0.1") in c.transport._auth
+        assert ("http", "127.0.0.1", server.port) in c.transport._auth
     for root, _, files in os.walk(tmp_path):
         for f in files:
             assert b"s3cret" not in Path(root, f).read_bytes()

@@ -33,5 +33,6 @@ def assert_contract(r: Result, argv: Sequence[str]) -> None:
     assert "Traceback" not in r.stderr and "Traceback" not in r.stdout, (argv, r.stderr)
     if r.code >= 2:
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-        errors = [ln for ln in lines if not ln.startswith(("hint:", "usage:", "  "))]
+        errors = [ln for ln in lines if not ln.startswith(("hint:", "usage:", "  ",
+                                                            "envlock: note: "))]
         assert len(errors) == 1, (argv, r.stderr)

@@ -1,0 +1,206 @@
+"""Reading and writing cache entries in a directory that may be shared, or planted.
+
+A cache directory (``ENVLOCK_CACHE_DIR``) can be shared between users (a CI cache, a team
+directory, a world-writable ``/tmp/cache``), and every entry's path is predictable (a
+digest of a URL). :func:`envlock._files.atomic_write_bytes` follows a symlink to write its
+target, which is right for ``-o`` (the user named the link) and wrong here: another user
+who plants ``http/ab/<key>.body -> /home/victim/.bashrc`` would have the victim's next
+resolve replace that file with bytes an index chose. So, below the cache root:
+
+- every directory is opened with ``O_NOFOLLOW | O_DIRECTORY`` from its parent's
+  descriptor and must be owned by this user; a link or a file where a directory belongs is
+  removed and the directory made again (mode 0700); a directory of another user is not
+  used (nothing is read from it or written to it);
+- an entry is written to a new temporary file in its own directory (``O_EXCL |
+  O_NOFOLLOW``) and renamed over the entry's name: a link planted there is replaced, its
+  target is never opened;
+- an entry is read with ``O_NOFOLLOW`` and only when it is a regular file owned by this
+  user: anything else is ignored (and the next write replaces it).
+
+The cache root itself is the user's choice: a link there is followed. It is created 0700
+(when it does not exist), and :func:`root_warning` says when others can write it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Iterator, Optional, Sequence, Union
+
+__all__ = ["read_entry", "write_entry", "entry_exists", "root_warning"]
+
+PathLike = Union[str, Path]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+
+
+def _uid() -> int:
+    return os.geteuid() if hasattr(os, "geteuid") else -1
+
+
+def _parts(root: Path, path: Path) -> Sequence[str]:
+    rel = Path(path).relative_to(root)
+    parts = rel.parts
+    if not parts or any(p in ("", ".", "..") for p in parts):
+        raise OSError(f"not a cache entry: {path}")
+    return parts
+
+
+def _open_root(root: Path, create: bool) -> int:
+    if create:
+        try:
+            os.makedirs(root, mode=0o700, exist_ok=True)
+        except FileExistsError:
+            pass
+    return os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+
+
+def _open_sub(parent: int, name: str, create: bool) -> int:
+    """The directory ``name`` under ``parent``, opened without following a link; made
+    (0700) when ``create`` and absent, or when a link or a file stands in its place."""
+    for attempt in (0, 1):
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        except FileNotFoundError:
+            if not create:
+                raise
+            try:
+                os.mkdir(name, 0o700, dir_fd=parent)
+            except FileExistsError:
+                pass
+            continue
+        except OSError:
+            # ELOOP (a link) or ENOTDIR (a file): not ours to follow; replace it
+            if not create or attempt:
+                raise
+            os.unlink(name, dir_fd=parent)
+            continue
+        st = os.fstat(fd)
+        if st.st_uid != _uid() and _uid() != -1:
+            os.close(fd)
+            raise PermissionError(f"cache directory {name} belongs to another user")
+        return fd
+    raise OSError(f"cannot make cache directory {name}")
+
+
+def _walk(root: Path, dirs: Sequence[str], create: bool) -> int:
+    fd = _open_root(root, create)
+    try:
+        for name in dirs:
+            sub = _open_sub(fd, name, create)
+            os.close(fd)
+            fd = sub
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_entry(root: PathLike, path: PathLike, limit: Optional[int] = None) -> bytes:
+    """The bytes of the cache entry ``path`` (under ``root``); OSError when it is absent,
+    not a regular file, not owned by this user, reached through a link, or larger than
+    ``limit``."""
+    root = Path(root)
+    parts = _parts(root, Path(path))
+    dfd = _walk(root, parts[:-1], create=False)
+    try:
+        fd = os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0),
+                     dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or (st.st_uid != _uid() and _uid() != -1):
+            raise PermissionError(f"cache entry {path} is not a regular file of this user")
+        data = fh.read() if limit is None else fh.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise OSError(f"cache entry {path} is larger than {limit} bytes")
+    return data
+
+
+def entry_exists(root: PathLike, path: PathLike) -> bool:
+    """Whether :func:`read_entry` would find a regular file of this user there."""
+    root = Path(root)
+    try:
+        parts = _parts(root, Path(path))
+        dfd = _walk(root, parts[:-1], create=False)
+    except OSError:
+        return False
+    try:
+        st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return False
+    finally:
+        os.close(dfd)
+    return stat.S_ISREG(st.st_mode) and (st.st_uid == _uid() or _uid() == -1)
+
+
+def write_entry(root: PathLike, path: PathLike, data: bytes, *, durable: bool = False) -> None:
+    """Write the cache entry ``path`` (under ``root``) as the module docstring says: never
+    through a link, never into a directory of another user. OSError on failure (callers
+    treat the cache as an optimisation and go on)."""
+    root = Path(root)
+    parts = _parts(root, Path(path))
+    dfd = _walk(root, parts[:-1], create=True)
+    try:
+        name = parts[-1]
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600,
+                     dir_fd=dfd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), _entry_mode())
+                fh.write(data)
+                fh.flush()
+                if durable:
+                    os.fsync(fh.fileno())
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(dfd)
+
+
+def _entry_mode() -> int:
+    from envlock._files import new_file_mode
+
+    return new_file_mode()
+
+
+def iter_entries(root: PathLike, dirs: Sequence[str]) -> Iterator[str]:  # pragma: no cover
+    """Names in a cache directory (for cleaning), reached without following links."""
+    dfd = _walk(Path(root), dirs, create=False)
+    try:
+        yield from os.listdir(dfd)
+    finally:
+        os.close(dfd)
+
+
+def root_warning(root: Optional[PathLike]) -> Optional[str]:
+    """One line when users other than this one can write the cache root (entries are
+    still written safely, but others can plant or remove them), else None."""
+    if root is None:
+        return None
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    others = bool(st.st_mode & stat.S_IWOTH)
+    foreign = _uid() != -1 and st.st_uid != _uid()
+    if not (others or foreign):
+        return None
+    who = "every user" if others else "another user (its owner)"
+    return (f"the cache directory {root} can be written by {who}: entries planted there are "
+            f"checked and never followed, but a private directory (ENVLOCK_CACHE_DIR, mode "
+            f"0700) is safer")
