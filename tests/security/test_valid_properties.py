@@ -332,9 +332,13 @@ def _check_dockerfile(text: str, doc: Dict[str, Any], target: str) -> None:
     assert not logical
     t = next(t for t in doc["target"] if t["name"] == target)
     env_lines = [i for i in instructions if i.startswith("ENV ")][1:]
+    # NVIDIA_REQUIRE_CUDA (for the legacy runtime hook) when the lock has a driver floor
+    require = [i for i in env_lines if i.startswith("ENV NVIDIA_REQUIRE_CUDA=")]
+    assert len(require) <= 1
+    env_lines = [i for i in env_lines if i not in require]
     kinds = [i.split(" ", 1)[0] for i in instructions]
     assert [k for k in kinds if k != "ENV"] == [k for k in _DOCKER_INSTRUCTIONS if k != "ENV"]
-    assert kinds.count("ENV") == 1 + len(t["env"]), kinds
+    assert kinds.count("ENV") == 1 + len(require) + len(t["env"]), kinds
     for line, name in zip(env_lines, sorted(t["env"])):
         key, _, value = line[len("ENV "):].partition("=")
         assert key == name and json.loads(value) == t["env"][name], line
