@@ -43,15 +43,17 @@ def _variant_wheel(directory: Path, label: str) -> Path:
     return plain.rename(directory / plain.name.replace(".whl", f"-{label}.whl"))
 
 
-def _variant_world(server: IndexServer, directory: Path, variants_json: bytes) -> None:
+def _variant_world(server: IndexServer, directory: Path, variants_json: bytes,
+                   labels: Tuple[str, ...] = ("cu126", "cu129")) -> None:
     """The torch 2.5.1 world whose PyPI also serves vkern 1.0 as two variant wheels
     (cu126, cu129), a non-variant wheel, and the variants.json linked next to them."""
     populate(server, directory)
     pypi = server.indexes["pypi"]
     vdir = directory / "vkern"
     vdir.mkdir()
-    for label in ("cu126", "cu129"):
-        pypi.add(_variant_wheel(vdir, label))
+    for label in labels:
+        wheel = _variant_wheel(vdir, label.lower())
+        pypi.add(wheel.rename(vdir / wheel.name.replace(label.lower(), label)))
     pypi.add(make_wheel(vdir / "plain", "vkern", "1.0", tag=PLAT))
     vj = vdir / "vkern-1.0-variants.json"
     vj.write_bytes(variants_json)
@@ -59,13 +61,14 @@ def _variant_world(server: IndexServer, directory: Path, variants_json: bytes) -
 
 
 def _resolve(tmp_path: Path, driver: str, variants_json: Optional[bytes] = None,
-             gpu: str = "H100 SXM") -> Tuple[Path, "object"]:
+             gpu: str = "H100 SXM",
+             labels: Tuple[str, ...] = ("cu126", "cu129")) -> Tuple[Path, "object"]:
     """``envlock resolve --gpu GPU --driver DRIVER vkern`` against the loopback world."""
     from support.cli import run_cli
 
     body = json.dumps(VARIANTS).encode() if variants_json is None else variants_json
     with IndexServer() as srv:
-        _variant_world(srv, tmp_path / "world", body)
+        _variant_world(srv, tmp_path / "world", body, labels)
         out = tmp_path / "envlock.lock"
         r = run_cli("resolve", "--torch", "==2.5.1", "--python", "3.11",
                     "--index-url", srv.url("pypi"),
@@ -200,3 +203,14 @@ def test_a_pylock_without_envlock_facts_is_refused(tmp_path: Path) -> None:
                  'version = "1"\n')
     with pytest.raises(InputError, match="without \\[tool.envlock\\]"):
         load_lock(p)
+
+
+def test_a_wheel_with_a_malformed_label_is_not_a_candidate(tmp_path: Path) -> None:
+    """``CU129`` is not a PEP 825 label (lower case only): that file name is no wheel an
+    installer may use, so it is left out as any unusable file name is; the lock holds the
+    plain wheel and no variants.json."""
+    out, r = _resolve(tmp_path, "580.65.06", labels=("CU129",))
+    assert r.code == 0, r.err
+    pkg = load_lock(out).targets[0].package("vkern")
+    assert [f.name for f in pkg.files] == ["vkern-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    assert pkg.variants_json is None
