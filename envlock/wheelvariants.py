@@ -19,9 +19,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Tuple
 
-__all__ = ["variant_label", "check_variants_json", "prune_variants_json", "canonical"]
+__all__ = ["variant_label", "check_variants_json", "prune_variants_json", "canonical",
+           "VariantHost", "Fit", "judge_variant", "MAX_VARIANTS_JSON_BYTES"]
+
+#: the largest variants.json envlock reads from an index (real ones are a few KiB)
+MAX_VARIANTS_JSON_BYTES = 1 << 20
 
 _LABEL = re.compile(r"^[0-9a-z_.]{1,16}\Z")
 _NAME = re.compile(r"^[a-z0-9_]+\Z")
@@ -100,3 +105,91 @@ def prune_variants_json(doc: Mapping[str, Any], labels: Iterable[str]) -> Dict[s
 def canonical(doc: Mapping[str, Any]) -> str:
     """The JSON text a lock records (sorted keys, no spaces: byte-stable)."""
     return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class VariantHost:
+    """What a lock target offers a variant wheel: the CUDA version its driver supports
+    (None: unknown) and the compute capability of every GPU (empty: a CPU target)."""
+
+    driver_cuda: Optional[str]
+    compute_capabilities: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A variant's verdict for one target, and why (for the lock's decision line)."""
+
+    verdict: Literal["fits", "no", "unknown"]
+    why: str
+    #: the variant's ``nvidia :: cuda_version_lower_bound`` as (major, minor), (0, 0) if none
+    cuda_bound: Tuple[int, int] = (0, 0)
+
+
+def _cuda_key(text: str) -> Optional[Tuple[int, int]]:
+    m = re.fullmatch(r"([0-9]{1,3})\.([0-9]{1,3})(?:\.[0-9]+)?", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _arch_target(value: str) -> Optional[str]:
+    """``90_real`` -> ``sm_90``; ``120_virtual`` -> ``compute_120``; None otherwise."""
+    m = re.fullmatch(r"([0-9]{2,3}[af]?)_(real|virtual)", value)
+    if not m:
+        return None
+    return ("sm_" if m.group(2) == "real" else "compute_") + m.group(1)
+
+
+def judge_variant(properties: Mapping[str, Any], host: Optional[VariantHost]) -> Fit:
+    """Whether a variant with ``properties`` (``{namespace: {feature: [values]}}``, one
+    label's entry of a variants.json) suits ``host``, by the NVIDIA namespace's two
+    features: ``cuda_version_lower_bound`` at most the driver's CUDA, and ``sm_arch``
+    covering every GPU (SASS or PTX, :func:`envlock.kernels.coverage`). A property of
+    another namespace, or a feature envlock does not know, is not judged: "unknown",
+    which is never chosen (an installer would ask a provider envlock cannot stand for).
+
+    >>> host = VariantHost("12.8", ("9.0",))
+    >>> judge_variant({"nvidia": {"cuda_version_lower_bound": ["12.9"]}}, host).verdict
+    'no'
+    """
+    from envlock.kernels import coverage
+
+    if host is None:
+        return Fit("unknown", "no GPU facts for this target")
+    props = dict(properties or {})
+    others = sorted(set(props) - {"nvidia"})
+    if others:
+        return Fit("unknown", f"properties in namespace {others[0]!r}, which envlock "
+                              f"does not judge")
+    nv = dict(props.get("nvidia") or {})
+    unknown = sorted(set(nv) - {"cuda_version_lower_bound", "sm_arch"})
+    if unknown:
+        return Fit("unknown", f"nvidia :: {unknown[0]}, which envlock does not judge")
+    if not host.compute_capabilities:
+        return Fit("no", "a CPU target has no GPU for an NVIDIA variant")
+    reasons: List[str] = []
+    bound = (0, 0)
+    bounds = [b for b in map(_cuda_key, nv.get("cuda_version_lower_bound") or ()) if b]
+    if len(bounds) != len(nv.get("cuda_version_lower_bound") or ()):
+        return Fit("unknown", "a cuda_version_lower_bound that is not a CUDA version")
+    if bounds:
+        bound = max(bounds)
+        text = f"{bound[0]}.{bound[1]}"
+        drv = _cuda_key(host.driver_cuda) if host.driver_cuda else None
+        if drv is None:
+            return Fit("unknown", f"needs CUDA {text} and the target's driver CUDA is "
+                                  f"unknown", bound)
+        if drv < bound:
+            return Fit("no", f"needs CUDA {text}, the driver supports {host.driver_cuda}",
+                       bound)
+        reasons.append(f"CUDA {text} <= driver's {host.driver_cuda}")
+    archs = nv.get("sm_arch")
+    if archs:
+        targets = [_arch_target(a) for a in archs]
+        if None in targets:
+            return Fit("unknown", "an sm_arch value that is not an architecture", bound)
+        missing = [cc for cc in host.compute_capabilities
+                   if not coverage([t for t in targets if t], cc).ok]
+        if missing:
+            return Fit("no", f"no kernels for compute capability {', '.join(missing)}", bound)
+        reasons.append("sm_arch covers " + ", ".join(sorted(set(host.compute_capabilities))))
+    return Fit("fits", "; ".join(reasons) or "no NVIDIA requirement", bound)

@@ -184,7 +184,9 @@ def _pin_from_index(client: object, indexes: Sequence[str], name: str, req: Requ
         page = client.page(index, name)
         if page is None:
             continue
-        wheels = [d for d in page.dists if d.is_wheel and d.yanked is None and d.sha256]
+        # PEP 825 variant wheels are judged against a target only by the resolver
+        wheels = [d for d in page.dists if d.is_wheel and d.yanked is None and d.sha256
+                  and d.variant is None]
         if version is None:
             versions = sorted({d.version for d in wheels
                                if req.specifier.contains(d.version, prereleases=False)})

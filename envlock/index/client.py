@@ -82,6 +82,8 @@ class IndexClient:
         # every request down (measured: 16 at once on 2 cores took 0.5 s each).
         self._max_workers = max_workers or min(16, max(4, 2 * (os.cpu_count() or 2)))
         self._lock = threading.Lock()
+        #: variants.json files read (see :meth:`variants_json`), by link
+        self._variants_json: Dict[str, Tuple[Optional[dict], Optional[str]]] = {}
         self._pages: Dict[Tuple[str, str], "Future[Optional[ProjectPage]]"] = {}
         self._meta: Dict[Tuple[str, str, str], "Future[Metadata]"] = {}
         # builds are CPU- and disk-heavy: one at a time
@@ -472,6 +474,46 @@ class IndexClient:
         if dist.sha256:
             return dist.sha256
         return hashlib.sha256(self.download(dist)).hexdigest()
+
+    def variants_json(self, dist: Dist) -> Tuple[Optional[dict], Optional[str]]:
+        """The PEP 825 variants.json an index links as ``dist`` (parsed), or None and one
+        line saying why it cannot be used: too big, not the file the index's hash names,
+        not JSON, not in the shape PEP 825 gives it. Remembered per link. Hostile or
+        broken files are a warning for the lock's decision, never an error: the variant
+        wheels they describe are then not chosen."""
+        from envlock.wheelvariants import MAX_VARIANTS_JSON_BYTES, check_variants_json
+
+        with self._lock:
+            if dist.url in self._variants_json:
+                return self._variants_json[dist.url]
+        name = dist.filename
+        try:
+            if dist.size is not None and dist.size > MAX_VARIANTS_JSON_BYTES:
+                raise ValueError(f"over {MAX_VARIANTS_JSON_BYTES} bytes")
+            body = self.transport.get(dist.url).body
+            if len(body) > MAX_VARIANTS_JSON_BYTES:
+                raise ValueError(f"over {MAX_VARIANTS_JSON_BYTES} bytes")
+            if dist.sha256 and hashlib.sha256(body).hexdigest() != dist.sha256:
+                raise ValueError("does not match its sha256 from the index")
+            try:
+                doc = json.loads(body.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                raise ValueError("not JSON") from None
+            errs = check_variants_json(doc)
+            if errs:
+                raise ValueError(f"not a PEP 825 variants.json ({errs[0]})")
+            out: Tuple[Optional[dict], Optional[str]] = (doc, None)
+        except ValueError as exc:
+            out = (None, f"{name} from {redact(dist.url)}: {exc}; its variant wheels are "
+                         f"not chosen")
+        except OfflineError:
+            raise
+        except EnvlockError as exc:
+            out = (None, f"{name} from {redact(dist.url)}: {exc.message}; its variant "
+                         f"wheels are not chosen")
+        with self._lock:
+            self._variants_json[dist.url] = out
+        return out
 
     # -- find-links ----------------------------------------------------------------------
     def find_links_dists(self, name: str) -> List[Dist]:

@@ -194,7 +194,8 @@ def _cached_groups(data: Mapping[str, Any],
     :func:`group_by_triple` makes of its file names (else None: it is computed again).
     Checked in C calls per group, not Python per file: every position once, and every
     name of a group ends with the group's triple (a triple holds exactly three dashes, so
-    a name that ends with it has it as its :func:`triple_key`)."""
+    a name that ends with it has it as its :func:`triple_key`; a group of variant wheels,
+    whose labels follow the triple, is checked name by name)."""
     groups = data.get("groups")
     if groups is None or groups.__class__ is not dict:
         return None
@@ -213,7 +214,9 @@ def _cached_groups(data: Mapping[str, Any],
         names = [filenames[ids[0]]] if len(ids) == 1 else list(itemgetter(*ids)(filenames))
         if key:
             if (key.count("-") != 3 or not key.startswith("-") or not key.endswith(".whl")
-                    or not all(map(str.endswith, names, repeat(key)))):
+                    or not (all(map(str.endswith, names, repeat(key)))
+                            # PEP 825 variant wheels: the label follows the triple
+                            or all(triple_key(n) == key for n in names))):
                 return None
         elif any(map(triple_key, names)):
             return None

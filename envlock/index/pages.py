@@ -30,6 +30,8 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from envlock.wheelvariants import variant_label
+
 __all__ = ["COLUMNS", "Dist", "ProjectPage", "MalformedPage", "parse_html", "parse_json",
            "valid_digest"]
 
@@ -74,6 +76,17 @@ class Dist:
     def sha256(self) -> Optional[str]:
         return self.hashes.get("sha256")
 
+    @property
+    def variant(self) -> Optional[str]:
+        """The PEP 825 variant label of a variant wheel (None: not a variant wheel)."""
+        return variant_label(self.filename) if self.is_wheel else None
+
+    @property
+    def variants_json_of(self) -> Optional[str]:
+        """For an index's ``{name}-{version}-variants.json`` link, its version string
+        (None for any other file)."""
+        return _variants_json_version(self.filename)
+
 
 @lru_cache(maxsize=1 << 16)
 def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet[Tag], str]]:
@@ -95,8 +108,14 @@ def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet
 def _parse_wheel_filename(fn: str) -> Tuple[str, Version, BuildTag, FrozenSet[Tag]]:
     """``packaging.utils.parse_wheel_filename`` (same rules, same answers: a test holds
     them equal), with its version and tag parses shared: a release's wheels for many
-    platforms repeat one version string, and a page repeats a few dozen tag strings."""
+    platforms repeat one version string, and a page repeats a few dozen tag strings.
+
+    A PEP 825 variant wheel's name (one more part, the variant label, after the platform
+    tag) parses as the same name without its label: the label is the file's
+    :attr:`Dist.variant`, judged by the resolver against the index's variants.json."""
     stem = fn[:-4]
+    if variant_label(fn) is not None:
+        stem = stem.rsplit("-", 1)[0]
     dashes = stem.count("-")
     if dashes not in (4, 5):
         raise InvalidWheelFilename(f"Invalid wheel filename (wrong number of parts): {stem!r}")
@@ -254,9 +273,13 @@ COLUMNS = ("filename", "url", "sha256", "requires_python", "yanked", "metadata",
 
 def triple_key(filename: str) -> str:
     """A wheel file name's ``"-python-abi-platform.whl"`` ending, the part that says which
-    machines it fits; "" for anything else (an sdist, a malformed name: judged later)."""
+    machines it fits (a variant wheel's label left out); "" for anything else (an sdist, a
+    malformed name: judged later)."""
     if not filename.endswith(".whl"):
         return ""
+    if filename.count("-") > 4 and variant_label(filename) is not None:
+        stem = filename[:-4].rsplit("-", 1)[0]
+        return triple_key(stem + ".whl")
     end = filename.rfind("-")
     end = filename.rfind("-", 0, end)
     start = filename.rfind("-", 0, end)
@@ -383,6 +406,8 @@ def _make_dist(filename: str, url: str, index: str, project: str, page_url: str,
     if scheme not in allowed:
         raise MalformedPage(f"{filename}: link to a {scheme}: URL")
     d = Dist(filename=filename, url=url, index=index, **kw)
+    if _variants_json_project(filename, project):
+        return d
     if filename.endswith(".whl"):
         # A wheel's project is its first dash-separated field: that check is cheap, and the
         # full parse (version, tags) waits until a resolver looks at the file. A file that
@@ -684,6 +709,8 @@ def _dist_from_checked_row(row: Sequence[Any], index: str, project: str) -> Opti
         sha = m.get("sha256") if len(m) == 1 else None
         m = {"sha256": sha.lower()} if sha is not None else _metadata_hashes(m, f)
     d = Dist(f, u, index, {"sha256": h} if h else {}, rp, y, m, s, t)
+    if _variants_json_project(f, project):
+        return d
     if f.endswith(".whl"):
         return d if _canon(f.split("-", 1)[0]) == _canon(project) else None
     p = d.parsed
@@ -700,3 +727,19 @@ def _dist_from_row(row: Sequence[Any], index: str, project: str,
                       requires_python=rp, yanked=y,
                       metadata=None if m is None else _metadata_hashes(m, f),
                       size=s, upload_time=t)
+
+
+_VARIANTS_JSON = re.compile(r"([^-]+)-([^-]+)-variants\.json", re.ASCII)
+
+
+def _variants_json_version(filename: str) -> Optional[str]:
+    """The version of a PEP 825 ``{name}-{version}-variants.json`` file name, or None."""
+    m = _VARIANTS_JSON.fullmatch(filename) if filename.endswith("-variants.json") else None
+    return m.group(2) if m else None
+
+
+def _variants_json_project(filename: str, project: str) -> bool:
+    """Whether ``filename`` is ``project``'s variants.json for some version (PEP 825: the
+    index links it on every page that links the variant wheels)."""
+    m = _VARIANTS_JSON.fullmatch(filename) if filename.endswith("-variants.json") else None
+    return m is not None and _canon(m.group(1)) == _canon(project)

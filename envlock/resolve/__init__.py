@@ -56,6 +56,7 @@ from envlock.resolve.reach import torch_unavailable, way_out
 from envlock.resolve.sources import SourcePolicy
 from envlock.resolve.target import ResolveRequest, TargetSpec
 from envlock.versions import V
+from envlock.wheelvariants import VariantHost, canonical
 
 if TYPE_CHECKING:
     from envlock.index.client import IndexClient
@@ -302,12 +303,14 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
     advisories = list(choice.advisories)
     overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
     closure = "full"
+    host = _variant_host(matrix, spec)
+    vnotes: List[str] = []
     try:
         if request.offline and not client.is_cached(tindex, "torch"):
             raise OfflineError(f"the index page of torch on {redact(tindex)} is not cached")
         packages, resolved_versions, replaced = _closure(
             request, matrix, client, config, target, v, tindex, overrides, on_event,
-            _override_origins(advisories), walked)
+            _override_origins(advisories), walked, host, vnotes)
         # Re-judge advisories on the real pins (the index may pin what the matrix did not,
         # and the closure is the complete package list: may-apply ones get decided).
         libs = libraries_of(resolved_versions, derived)
@@ -326,10 +329,12 @@ def _target_for(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
                     overrides[str(canonicalize_name(req.name))] = req
             decision.append("re-resolved with overrides after reading the index's pins: "
                             + ", ".join(extra))
+            vnotes.clear()
             packages, resolved_versions, replaced = _closure(
                 request, matrix, client, config, target, v, tindex, overrides, on_event,
-                _override_origins(advisories), walked)
+                _override_origins(advisories), walked, host, vnotes)
         advisories = _constraints_kept(advisories, replaced)
+        decision.extend(vnotes)
     except OfflineError as exc:
         if not request.offline:
             raise
@@ -619,15 +624,32 @@ def _rejudge(matrix: Matrix, spec: TargetSpec, choice: Choice,
     return out, extra, notes
 
 
+def _variant_host(matrix: Matrix, spec: TargetSpec) -> VariantHost:
+    """What PEP 825 variant wheels are judged against for ``spec``: its GPUs and the CUDA
+    version its driver supports (unknown without a driver)."""
+    drv_cuda: Optional[str] = None
+    if spec.driver and not spec.cpu:
+        try:
+            drv_cuda = matrix.driver_full_cuda(spec.driver)
+        except ValueError:
+            drv_cuda = None
+    ccs = () if spec.cpu else tuple(g.compute_capability for g in spec.gpus)
+    return VariantHost(drv_cuda, ccs)
+
+
 def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
              config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
              overrides: Dict[str, Requirement],
              on_event: Optional[Callable[[str], None]],
              why: Optional[Dict[str, str]] = None,
-             walked: Optional["Finder"] = None) -> Tuple[List[LockedPackage],
+             walked: Optional["Finder"] = None,
+             host: Optional[VariantHost] = None,
+             notes: Optional[List[str]] = None) -> Tuple[List[LockedPackage],
                                                          Dict[str, str], set]:
     """The closure's packages, their versions, and the packages whose requirement from the
-    torch build an advisory replaced (the others' advisory requirements were constraints)."""
+    torch build an advisory replaced (the others' advisory requirements were constraints).
+    PEP 825 variant wheels are judged against ``host``; the decision lines saying which
+    variant was locked, and why, are appended to ``notes``."""
     from envlock.resolve.closure import (
         Finder,
         Req,
@@ -639,7 +661,8 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
     policy = SourcePolicy(config, tindex)
     finder = Finder(client, policy, target, _wanted_versions(matrix, v, request.requirements),
                     allowed_for=v.version_string, prerelease=request.prerelease,
-                    explicit_prereleases=_explicit(request.requirements))
+                    explicit_prereleases=_explicit(request.requirements),
+                    variant_host=host)
     if walked is not None:
         finder.adopt(walked)
     reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
@@ -665,9 +688,14 @@ def _closure(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
         for d in cand.dists:
             files.append(LockedFile(name=d.filename, url=redact(d.url),
                                     sha256=client.sha256(d)))
+        key = (name, str(cand.version))
+        vdoc = finder.variant_docs.get(key) if cand.best.variant else None
         packages.append(LockedPackage(name=name, version=str(cand.version),
                                       index=redact(cand.index), files=tuple(files),
-                                      direct=name in direct))
+                                      direct=name in direct,
+                                      variants_json=canonical(vdoc) if vdoc else None))
+        if notes is not None and key in finder.variant_notes:
+            notes.append(finder.variant_notes[key])
         versions[name] = str(cand.version)
     if on_event:
         on_event(f"resolved {len(packages)} package{'' if len(packages) == 1 else 's'}")

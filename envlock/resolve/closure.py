@@ -41,6 +41,7 @@ from envlock.index.config import redact
 from envlock.index.pages import MAX_TAGS, Dist, triple_key
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
+from envlock.wheelvariants import Fit, VariantHost, judge_variant
 
 __all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "companion_versions", "PairedSpec",
            "PRERELEASE_MODES", "opts_into_prereleases", "apply_overrides_to_direct"]
@@ -122,8 +123,16 @@ class Finder:
                  allowed_versions: Optional[Mapping[str, Union[Set[str], "PairedSpec"]]] = None,
                  allowed_for: str = "",
                  prerelease: str = "if-necessary",
-                 explicit_prereleases: Iterable[str] = ()) -> None:
+                 explicit_prereleases: Iterable[str] = (),
+                 variant_host: Optional[VariantHost] = None) -> None:
         self.client = client
+        #: the GPUs and driver CUDA PEP 825 variant wheels are judged against (None: a
+        #: variant wheel is never chosen, its fit being unknown)
+        self.variant_host = variant_host
+        #: per (project, version): the variants.json read, and the decision line saying
+        #: which variant wheel (or the non-variant one) was kept and why
+        self.variant_docs: Dict[Tuple[str, str], dict] = {}
+        self.variant_notes: Dict[Tuple[str, str], str] = {}
         self.prerelease = prerelease
         self.explicit = {canonicalize_name(n) for n in explicit_prereleases}
         self.policy = policy
@@ -203,6 +212,12 @@ class Finder:
         index, dists = found
         by_version: Dict[Version, List[Tuple[Tuple[int, ...], Dist]]] = {}
         rank_of = self.tag_rank_str
+        vjson_links: Dict[str, Dist] = {}
+        judged: Dict[Version, Dict[str, Fit]] = {}
+        for d in dists:
+            vj = d.variants_json_of
+            if vj is not None:
+                vjson_links.setdefault(_version_key(vj), d)
         for d in dists:
             fn = d.filename
             if fn.endswith(".whl"):
@@ -222,8 +237,22 @@ class Finder:
                 ranks = [self.tag_rank[t] for t in p[3] if t in self.tag_rank]
                 if not ranks:
                     continue
-                # prefer the most specific tag, then the highest build number
-                key = (0, min(ranks), *[-x for x in _build_key(p[2])])
+                # a variant wheel that fits the target first (the newest CUDA bound
+                # first), then the non-variant wheels; one that does not fit, or whose fit
+                # is unknown, is left out (PEP 825: without its properties it is not
+                # installable); then the most specific tag, then the highest build number
+                label = d.variant
+                if label is not None:
+                    fit = judged.setdefault(p[1], {}).get(label)
+                    if fit is None:
+                        fit = judged[p[1]][label] = self._variant_fit(
+                            name, p[1], label, vjson_links)
+                    if fit.verdict != "fits":
+                        continue
+                    vkey: Tuple[int, ...] = (0, -fit.cuda_bound[0], -fit.cuda_bound[1])
+                else:
+                    vkey = (1, 0, 0)
+                key = (0, *vkey, min(ranks), *[-x for x in _build_key(p[2])])
             else:
                 key = (1, 0)
             by_version.setdefault(p[1], []).append((key, d))
@@ -234,11 +263,49 @@ class Finder:
                 continue
             items.sort(key=lambda kd: (kd[0], kd[1].filename))
             files = tuple(d for _, d in items)
+            if version in judged:
+                # one variant, or only the non-variant files: what an installer given the
+                # lock's variants.json would pick for this target
+                files = tuple(f for f in files if f.variant == files[0].variant)
+                self._note_variants(name, version, files[0].variant, judged[version])
             out.append(Cand(name, version, files, index))
         out.sort(key=lambda c: c.version, reverse=True)
         with self._lock:
             self._cands[name] = out
         return out
+
+    def _variant_fit(self, name: str, version: Version, label: str,
+                     links: Mapping[str, Dist]) -> Fit:
+        """How variant ``label`` of ``name`` ``version`` suits the target, from the
+        index's variants.json for that version (read only now: a variant wheel is a
+        candidate)."""
+        link = links.get(str(version))
+        if link is None:
+            return Fit("unknown", "the index links no variants.json for this version")
+        doc, warning = self.client.variants_json(link)
+        if doc is None:
+            return Fit("unknown", warning or "its variants.json is unusable")
+        with self._lock:
+            self.variant_docs[(name, str(version))] = doc
+        props = doc["variants"].get(label)
+        if props is None:
+            return Fit("unknown", f"label {label!r} is not in {link.filename}")
+        return judge_variant(props, self.variant_host)
+
+    def _note_variants(self, name: str, version: Version, chosen: Optional[str],
+                       fits: Mapping[str, Fit]) -> None:
+        """The decision line for one version with variant wheels (see variant_notes)."""
+        others = "; ".join(f"variant {lb}: {f.verdict}, {f.why}"
+                           for lb, f in sorted(fits.items()) if lb != chosen)
+        if chosen is not None:
+            line = (f"{name} {version}: wheel variant {chosen} (PEP 825) chosen for the "
+                    f"target: {fits[chosen].why}")
+            line += f"; also on the index: {others}" if others else ""
+        else:
+            line = (f"{name} {version}: the non-variant wheel, no wheel variant fits the "
+                    f"target ({others})")
+        with self._lock:
+            self.variant_notes[(name, str(version))] = line
 
     def matching(self, req_spec: SpecifierSet, name: str, block: bool = True,
                  on_pending: Optional[Any] = None) -> Optional[List[Cand]]:
@@ -281,7 +348,7 @@ class Finder:
         target, same indexes for the project, no companion restriction. The torch-needs
         walk reads most of the closure before the build (so its index) is known; this
         spares parsing those pages a second time."""
-        if other.target != self.target:
+        if other.target != self.target or other.variant_host != self.variant_host:
             return
         with other._lock:
             theirs = dict(other._cands)
@@ -723,3 +790,12 @@ def ensure_sha256(client: IndexClient, dists: Sequence[Dist]) -> List[Tuple[Dist
         except Exception as exc:  # noqa: BLE001
             raise InputError(f"cannot hash {d.filename}: {exc}") from None
     return out
+
+
+def _version_key(text: str) -> str:
+    """A version string as :class:`Version` prints it (the key variants.json links are
+    found by); the text itself when it is not a version."""
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        return text

@@ -4,20 +4,19 @@ variants.json inline as ``[packages.variants-json]``, in the shape PEP 825 fixes
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import urllib.request
 from pathlib import Path
+from typing import Optional, Tuple
 
 import jsonschema
 import pytest
 
 from envlock import _toml
 from envlock.lock.io import load_lock, write_lock
-from envlock.lock.model import LockedFile, LockedPackage
 from envlock.wheelvariants import variant_label
 from exportkit import export_text
 from support.index_server import IndexServer, make_wheel
+from support.torch_world import populate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SCHEMA = json.loads((DATA / "pep825" / "variant-schema-0.1.1.json").read_text())
@@ -44,37 +43,89 @@ def _variant_wheel(directory: Path, label: str) -> Path:
     return plain.rename(directory / plain.name.replace(".whl", f"-{label}.whl"))
 
 
+def _variant_world(server: IndexServer, directory: Path, variants_json: bytes,
+                   labels: Tuple[str, ...] = ("cu126", "cu129")) -> None:
+    """The torch 2.5.1 world whose PyPI also serves vkern 1.0 as two variant wheels
+    (cu126, cu129), a non-variant wheel, and the variants.json linked next to them."""
+    populate(server, directory)
+    pypi = server.indexes["pypi"]
+    vdir = directory / "vkern"
+    vdir.mkdir()
+    for label in labels:
+        wheel = _variant_wheel(vdir, label.lower())
+        pypi.add(wheel.rename(vdir / wheel.name.replace(label.lower(), label)))
+    pypi.add(make_wheel(vdir / "plain", "vkern", "1.0", tag=PLAT))
+    vj = vdir / "vkern-1.0-variants.json"
+    vj.write_bytes(variants_json)
+    pypi.add(vj)
+
+
+def _resolve(tmp_path: Path, driver: str, variants_json: Optional[bytes] = None,
+             gpu: str = "H100 SXM",
+             labels: Tuple[str, ...] = ("cu126", "cu129")) -> Tuple[Path, "object"]:
+    """``envlock resolve --gpu GPU --driver DRIVER vkern`` against the loopback world."""
+    from support.cli import run_cli
+
+    body = json.dumps(VARIANTS).encode() if variants_json is None else variants_json
+    with IndexServer() as srv:
+        _variant_world(srv, tmp_path / "world", body, labels)
+        out = tmp_path / "envlock.lock"
+        r = run_cli("resolve", "--torch", "==2.5.1", "--python", "3.11",
+                    "--index-url", srv.url("pypi"),
+                    "--pytorch-index-url", f"{srv.base}/whl", "--gpu", gpu,
+                    "--driver", driver, "vkern", "-o", str(out))
+    return out, r
+
+
 @pytest.fixture
 def variant_lock(tmp_path: Path) -> Path:
-    """A lock whose target holds the cu129 variant wheel of vkern, as served (file, hash and
-    variants.json) by a loopback index."""
-    wheel = _variant_wheel(tmp_path, "cu129")
-    other = _variant_wheel(tmp_path, "cu126")
-    with IndexServer() as srv:
-        idx = srv.add_index("variants")
-        idx.add(wheel)
-        idx.add(other)
-        srv.raw["/variants/simple/vkern/vkern-1.0-variants.json"] = (
-            200, json.dumps(VARIANTS).encode(), "application/json")
-        page = urllib.request.urlopen(srv.url("variants") + "/vkern/").read().decode()
-        assert wheel.name in page
-        served = urllib.request.urlopen(
-            f"{srv.base}/files/variants/{wheel.name}").read()
-        vjson = json.loads(urllib.request.urlopen(
-            srv.url("variants") + "/vkern/vkern-1.0-variants.json").read())
-        index = srv.url("variants") + "/"
-    assert variant_label(wheel.name) == "cu129"
-    base = load_lock(DATA / "locks" / "h100-pypi.lock")
-    t = base.targets[0]
-    pkg = LockedPackage(name="vkern", version="1.0", index=index,
-                        files=(LockedFile(name=wheel.name, url=f"{index}vkern/{wheel.name}",
-                                          sha256=hashlib.sha256(served).hexdigest()),),
-                        direct=True, variants_json=json.dumps(vjson))
-    lock = dataclasses.replace(base, targets=(dataclasses.replace(
-        t, packages=t.packages + (pkg,)),))
-    path = tmp_path / "envlock.lock"
-    write_lock(lock, path)
-    return path
+    """A lock resolved from a loopback index whose H100 target (driver 580: CUDA 13.0)
+    holds vkern's cu129 variant wheel, its hash and the index's variants.json."""
+    out, r = _resolve(tmp_path, "580.65.06")
+    assert r.code == 0, r.err
+    return out
+
+
+def test_resolve_locks_the_variant_that_fits(variant_lock: Path) -> None:
+    t = load_lock(variant_lock).targets[0]
+    pkg = t.package("vkern")
+    assert [f.name for f in pkg.files] == [
+        "vkern-1.0-cp311-cp311-manylinux_2_28_x86_64-cu129.whl"]
+    assert variant_label(pkg.files[0].name) == "cu129"
+    assert pkg.files[0].sha256 and len(pkg.files[0].sha256) == 64
+    assert json.loads(pkg.variants_json) == VARIANTS
+    line = next(d for d in t.decision if d.startswith("vkern 1.0"))
+    assert "variant cu129" in line and "12.9" in line and "9.0" in line
+
+
+def test_resolve_locks_the_plain_wheel_when_no_variant_fits(tmp_path: Path) -> None:
+    """Driver 550 supports CUDA 12.4: neither variant's lower bound (12.6, 12.9) is met."""
+    out, r = _resolve(tmp_path, "550.54.15")
+    assert r.code == 0, r.err
+    t = load_lock(out).targets[0]
+    pkg = t.package("vkern")
+    assert [f.name for f in pkg.files] == ["vkern-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    assert pkg.variants_json is None
+    line = next(d for d in t.decision if d.startswith("vkern 1.0"))
+    assert "non-variant" in line and "needs CUDA 12.9" in line and "needs CUDA 12.6" in line
+    text = export_text(out, "pylock", t.name)
+    assert all("variants-json" not in p for p in _toml.loads(text)["packages"])
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"variants": {}}', b"[1, 2]",
+                                  json.dumps(dict(VARIANTS, variants={
+                                      "cu129": {"nvidia": {"sm_arch": ["90_real"],
+                                                           "cuda_version_lower_bound":
+                                                           ["twelve"]}}})).encode()])
+def test_a_malformed_variants_json_is_a_warning_and_the_plain_wheel_is_locked(
+        tmp_path: Path, body: bytes) -> None:
+    out, r = _resolve(tmp_path, "580.65.06", variants_json=body)
+    assert r.code == 0, r.err
+    t = load_lock(out).targets[0]
+    assert [f.name for f in t.package("vkern").files] == [
+        "vkern-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    line = next(d for d in t.decision if d.startswith("vkern 1.0"))
+    assert "non-variant" in line
 
 
 def test_variant_wheel_brings_variants_json_in_pep825_shape(variant_lock: Path) -> None:
@@ -152,3 +203,14 @@ def test_a_pylock_without_envlock_facts_is_refused(tmp_path: Path) -> None:
                  'version = "1"\n')
     with pytest.raises(InputError, match="without \\[tool.envlock\\]"):
         load_lock(p)
+
+
+def test_a_wheel_with_a_malformed_label_is_not_a_candidate(tmp_path: Path) -> None:
+    """``CU129`` is not a PEP 825 label (lower case only): that file name is no wheel an
+    installer may use, so it is left out as any unusable file name is; the lock holds the
+    plain wheel and no variants.json."""
+    out, r = _resolve(tmp_path, "580.65.06", labels=("CU129",))
+    assert r.code == 0, r.err
+    pkg = load_lock(out).targets[0].package("vkern")
+    assert [f.name for f in pkg.files] == ["vkern-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    assert pkg.variants_json is None

@@ -209,8 +209,13 @@ def _packaging_parse(fn: str) -> Any:
                                  parse_sdist_filename, parse_wheel_filename)
     from packaging.version import InvalidVersion
 
+    from envlock.wheelvariants import variant_label
+
     try:
         if fn.endswith(".whl"):
+            if variant_label(fn) is not None:
+                # PEP 825: a variant wheel is the same name plus ``-LABEL`` before ".whl"
+                fn = fn[:-4].rsplit("-", 1)[0] + ".whl"
             name, version, build, tags = parse_wheel_filename(fn)
             name_part = fn[:-4].split("-")[0]
             tag_parts = [c.split(".") for c in fn[:-4].split("-")[-3:]]
@@ -238,7 +243,9 @@ build_parts = st.sampled_from(["", "-1", "-0x", "-x", "-12abc", "-", "-\u0661"])
 tag_parts = st.one_of(st.sampled_from(["py3-none-any",
                                        "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64",
                                        "py2.py3-none-any", "a-b",
-                                       "cp39.cp311-abi3-win_amd64", "--", "x-y-z-w"]),
+                                       "cp39.cp311-abi3-win_amd64", "--", "x-y-z-w",
+                                       "cp311-cp311-linux_x86_64-cu129",
+                                       "py3-none-any-Bad", "py3-none-any-a_label_over_16_chars"]),
                       st.text(max_size=12))
 file_names = st.one_of(
     nasty,
@@ -258,6 +265,49 @@ def test_file_names_parse_as_packaging_parses_them(fn: str) -> None:
     from envlock.index.pages import _parse_filename
 
     assert _parse_filename(fn) == _packaging_parse(fn)
+
+
+@pytest.mark.parametrize("fn,label", [
+    ("torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64-cu129.whl", "cu129"),
+    ("torch-2.8.0-1-cp311-cp311-manylinux_2_28_x86_64-cu12.9_x.whl", "cu12.9_x"),
+    ("torch-2.8.0-1-cp311-cp311-manylinux_2_28_x86_64.whl", None),
+    ("torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64.whl", None),
+])
+def test_a_variant_wheel_name_parses_and_keeps_its_label(fn: str, label: str) -> None:
+    """PEP 825's file name: the label after the platform tag; the rest parses as before."""
+    from envlock.index.pages import Dist, _parse_filename
+
+    p = _parse_filename(fn)
+    assert p is not None and p[0] == "torch" and str(p[1]) == "2.8.0"
+    assert {str(t) for t in p[3]} == {"cp311-cp311-manylinux_2_28_x86_64"}
+    assert Dist(fn, "https://x/" + fn, "https://x/", {}).variant == label
+
+
+@pytest.mark.parametrize("fn", ["torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64-CU129.whl",
+                                "torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64-a_label_over_16ch.whl",
+                                "torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64-.whl",
+                                "torch-2.8.0-1-x-cp311-cp311-manylinux_2_28_x86_64-cu129.whl"])
+def test_a_malformed_variant_label_is_not_a_usable_file(fn: str) -> None:
+    from envlock.index.pages import _parse_filename
+
+    assert _parse_filename(fn) is None
+
+
+def test_a_page_keeps_the_variants_json_link() -> None:
+    """PEP 825: the index links ``{name}-{version}-variants.json`` next to the wheels; a
+    page keeps it (another project's is dropped, as other projects' files are)."""
+    from envlock.index.pages import parse_html
+
+    html = ('<a href="vkern-1.0-cp311-cp311-linux_x86_64-cu129.whl">'
+            'vkern-1.0-cp311-cp311-linux_x86_64-cu129.whl</a>'
+            '<a href="vkern-1.0-variants.json">vkern-1.0-variants.json</a>'
+            '<a href="other-1.0-variants.json">other-1.0-variants.json</a>')
+    page = parse_html(html, "https://idx/simple/vkern/", "https://idx/simple/", "vkern")
+    names = {d.filename: d for d in page.dists}
+    assert set(names) == {"vkern-1.0-cp311-cp311-linux_x86_64-cu129.whl",
+                          "vkern-1.0-variants.json"}
+    assert names["vkern-1.0-variants.json"].variants_json_of == "1.0"
+    assert names["vkern-1.0-variants.json"].parsed is None
 
 
 def test_a_compressed_tag_set_that_explodes_is_not_a_usable_file() -> None:
