@@ -256,6 +256,11 @@ def run_step(cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: Path
     full_env[MARKER] = token
     prefix = _pdeathsig() + ((isolation() or []) if isolate else [])
     contained = isolate and bool(isolation())
+    if contained:
+        # the first process of a PID namespace is its init: the kernel ignores the signals
+        # it sends itself (a backend's os.kill(os.getpid(), SIGKILL) would not end it), so
+        # a small init runs the step as its child and passes on how it ended
+        prefix = prefix + [sys.executable, "-I", "-S", "-c", _INIT]
     with open(log, "wb") as out:
         try:
             proc = subprocess.Popen([*prefix, *cmd], cwd=str(cwd), env=full_env,
@@ -296,7 +301,26 @@ def run_step(cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: Path
         if proc.returncode is None:
             proc.kill()
             proc.wait()
+    if contained and rc > 128 and _signal_name(rc - 128):
+        rc = -(rc - 128)  # the init's 128+N: the step was killed by signal N
     return Step(rc, _tail(log))
+
+
+#: PID 1 of the step's namespace: runs the step as its child, exits 128+N when the step was
+#: killed by signal N (an init cannot die of a signal it sends itself)
+_INIT = ("import os, subprocess, sys\n"
+         "try:\n"
+         "    rc = subprocess.Popen(sys.argv[1:]).wait()\n"
+         "except OSError:\n"
+         "    rc = 127\n"
+         "os._exit(128 - rc if rc < 0 else rc)\n")
+
+
+def _signal_name(n: int) -> Optional[str]:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return None
 
 
 def _tail(log: Path) -> str:
