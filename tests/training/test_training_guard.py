@@ -20,6 +20,15 @@ LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RA
                "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
 
 
+
+def _guard_lines(stderr: str) -> list:
+    """Lines that mention envlock other than inside a file path (a venv or temporary
+    directory may be named after envlock: torch's own warnings quote such paths)."""
+    import re as _re
+
+    return [ln for ln in stderr.splitlines()
+            if _re.search(r"\benvlock\b", _re.sub(r"\S*/\S*", " ", ln))]
+
 def _env(gpu: bool = False) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE)] +
@@ -122,7 +131,7 @@ def test_single_process_is_silent(tmp_path) -> None:
     p = _run([str(HERE / "single.py")], None, tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.loads(p.stdout) == []
-    assert "envlock" not in p.stderr
+    assert not _guard_lines(p.stderr), p.stderr
 
 
 def _gpus() -> int:
@@ -233,4 +242,4 @@ def test_coqui_job_with_and_without_numpy(tmp_path, numpy, mode) -> None:
     else:
         assert p.returncode == 0, p.stderr[-3000:]
         assert p.stdout.count("trained") == 2
-        assert "envlock" not in p.stderr
+        assert not _guard_lines(p.stderr), p.stderr
