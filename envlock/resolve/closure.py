@@ -155,6 +155,9 @@ class Finder:
         #: specifier, and its guesses must be the same)
         self._known: Optional[Dict[str, SpecifierSet]] = None
         self._applies_memo: Dict[Tuple[int, str], Tuple[Requirement, bool]] = {}
+        #: projects with a variant wheel among their usable files: their candidate lists
+        #: depend on the GPUs the variants were judged against (see :meth:`adopt`)
+        self._variant_projects: Set[str] = set()
 
     # -- pages ---------------------------------------------------------------------------
     def _pages(self, name: str, block: bool = True,
@@ -272,6 +275,8 @@ class Finder:
         out.sort(key=lambda c: c.version, reverse=True)
         with self._lock:
             self._cands[name] = out
+            if judged:
+                self._variant_projects.add(name)
         return out
 
     def _variant_fit(self, name: str, version: Version, label: str,
@@ -348,10 +353,15 @@ class Finder:
         target, same indexes for the project, no companion restriction. The torch-needs
         walk reads most of the closure before the build (so its index) is known; this
         spares parsing those pages a second time."""
-        if other.target != self.target or other.variant_host != self.variant_host:
+        if other.target != self.target:
             return
         with other._lock:
             theirs = dict(other._cands)
+            if other.variant_host != self.variant_host:
+                # a list with variant wheels was judged for other GPUs (or none): not the
+                # same here; every other list is (most pages carry no variant wheel)
+                for name in other._variant_projects:
+                    theirs.pop(name, None)
         with self._lock:
             for name, cands in theirs.items():
                 if (name in self._cands or name in self.allowed or name in other.allowed
