@@ -29,7 +29,7 @@ import stat
 from pathlib import Path
 from typing import Iterator, Optional, Sequence, Union
 
-__all__ = ["read_entry", "write_entry", "entry_exists", "root_warning"]
+__all__ = ["cache_dir", "read_entry", "write_entry", "entry_exists", "root_warning"]
 
 PathLike = Union[str, Path]
 
@@ -37,6 +37,20 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+
+
+def cache_dir() -> Optional[Path]:
+    """``$ENVLOCK_CACHE_DIR``, else ``$XDG_CACHE_HOME/envlock``, else ``~/.cache/envlock``.
+
+    ``ENVLOCK_NO_CACHE=1`` turns every cache off (returns None).
+    """
+    if os.environ.get("ENVLOCK_NO_CACHE"):
+        return None
+    explicit = os.environ.get("ENVLOCK_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "envlock"
 
 
 def _uid() -> int:

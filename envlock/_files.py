@@ -50,6 +50,9 @@ def read_user_bytes(path: PathLike, what: str, hint: Optional[str] = None,
     into memory for ever.
     """
     p = Path(path)
+    from envlock import replay
+
+    replay.note_file(p)  # a replayed resolve checks the file again
     try:
         with open(p, "rb") as fh:
             data = fh.read(limit + 1)

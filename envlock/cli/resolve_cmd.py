@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from envlock.errors import ExitCode, UsageError
-from envlock.versions import driver_label
 
 __all__ = ["register", "lock_json"]
 
@@ -345,6 +344,50 @@ def _has_target_args(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace, out: Any) -> int:
+    """The command; a run whose every input is unchanged since a recorded one replays it
+    (:mod:`envlock.replay`) without importing the resolver."""
+    from envlock import replay
+    from envlock._cache_files import cache_dir
+
+    progress_shown = out.stderr_is_tty and not args.json
+    eligible = bool((args.gpu or args.cpu) and not (
+        args.check or args.refresh or args.from_snapshot or getattr(args, "from_node", None)
+        or args.lock is not None or progress_shown))
+    session = replay.begin(getattr(args, "argv", None) or [], cache_dir(), eligible,
+                           {"stdout_tty": out.stdout_is_tty, "color": out.color})
+    if session is None:
+        return _run(args, out)
+    stored = session.stored()
+    if stored is not None:
+        if stored["output"] is not None:
+            from envlock._files import atomic_write_text
+
+            atomic_write_text(stored["output"], stored["lock"])
+        out.stdout.write(stored["stdout"])
+        out.stderr.write(stored["stderr"])
+        return ExitCode.OK
+    streams = out.stdout, out.stderr
+    tee_out, tee_err = replay.Tee(out.stdout), replay.Tee(out.stderr)
+    out.stdout, out.stderr = tee_out, tee_err
+    session.start()
+    try:
+        code = _run(args, out)
+    finally:
+        session.stop()
+        out.stdout, out.stderr = streams
+    if code == ExitCode.OK:
+        lock_text: Optional[str] = None
+        written = None if args.dry_run or args.output == "-" else args.output
+        if written is not None:
+            try:
+                lock_text = Path(written).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return code
+        session.store(written, lock_text, tee_out.text(), tee_err.text())
+    return code
+
+
+def _run(args: argparse.Namespace, out: Any) -> int:
     from envlock.matrix import get_matrix
 
     if args.lock is not None:
@@ -413,6 +456,8 @@ def run(args: argparse.Namespace, out: Any) -> int:
         if t.family:
             hw = (f"the {t.family} family ({len(t.gpus)} models, "
                   f"{t.compute_capabilities[0]})")
+        from envlock.versions import driver_label
+
         drv = f"; driver >= {driver_label(t.driver_min)}" if t.driver_min else ""
         version = tv.installed_version if tv else "?"
         variant = tv.variant if tv else "?"

@@ -9,9 +9,10 @@ scripts never see escape codes.
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional, TextIO
+from typing import TYPE_CHECKING, Any, Mapping, Optional, TextIO
 
-from envlock.render.style import PLAIN, Style
+if TYPE_CHECKING:
+    from envlock.render.style import Style
 
 __all__ = ["Style", "PLAIN", "style_for", "color_wanted"]
 
@@ -31,6 +32,18 @@ def color_wanted(stream: Optional[TextIO], *, no_color_flag: bool = False,
         return False
 
 
-def style_for(out: object) -> Style:
+def style_for(out: object) -> "Style":
     """The style of an ``Output`` (its ``color`` attribute, set by ``main``)."""
+    from envlock.render.style import Style
+
     return Style(bool(getattr(out, "color", False)))
+
+
+def __getattr__(name: str) -> Any:
+    """``Style`` and ``PLAIN`` on first use: every command asks :func:`color_wanted` at
+    start, and a replayed resolve (:mod:`envlock.replay`) needs nothing else from here."""
+    if name in ("Style", "PLAIN"):
+        from envlock.render import style
+
+        return getattr(style, name)
+    raise AttributeError(f"module 'envlock.cli.style' has no attribute {name!r}")

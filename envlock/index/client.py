@@ -28,6 +28,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from packaging.utils import canonicalize_name
 
+from envlock import replay
 from envlock._cache_files import entry_exists, read_entry, write_entry
 from envlock.errors import BuildError, EnvlockError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
@@ -436,13 +437,17 @@ class IndexClient:
         return meta
 
     def _store(self, path: Optional[Path], blob: bytes) -> None:
+        """Keep what was learned under a content-addressed name. What cannot be kept
+        came from the network with nothing behind it: that run is not replayed
+        (:mod:`envlock.replay`)."""
         if path is None:
+            replay.note_live("metadata without a file hash")
             return
         try:
             # durable: a torn entry would lose dependencies; never through a planted link
             write_entry(self.cache_dir or path.parent, path, blob, durable=True)
         except (OSError, EnvlockError):
-            pass
+            replay.note_live("metadata could not be cached")
 
     def _read(self, path: Path) -> bytes:
         """A cache entry: a regular file of this user, reached without following links,
@@ -473,6 +478,7 @@ class IndexClient:
         """The file's sha256: from the index, else computed by downloading it."""
         if dist.sha256:
             return dist.sha256
+        replay.note_live("a file hashed by downloading it")
         return hashlib.sha256(self.download(dist)).hexdigest()
 
     def variants_json(self, dist: Dist) -> Tuple[Optional[dict], Optional[str]]:

@@ -88,6 +88,9 @@ def load_index_config(env: Optional[Mapping[str, str]] = None, **cli: object) ->
     for path in config_files(env):
         import configparser  # only where a pip configuration file is read
 
+        from envlock import replay
+
+        replay.note_file(path)  # present or not: a replayed resolve checks it again
         parser = configparser.RawConfigParser()
         try:
             if not parser.read(path, encoding="utf-8"):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
+from envlock import replay
 from envlock._cache_files import read_entry, write_entry
 from envlock.errors import InputError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, check_url, redact
@@ -147,7 +148,25 @@ class Transport:
         if not isinstance(meta, dict) or not self._is_fresh(meta, False):
             return None
         digest = meta.get("sha256")
-        return digest if isinstance(digest, str) and len(digest) == 64 else None
+        if not (isinstance(digest, str) and len(digest) == 64):
+            return None
+        replay.note_entry((paths[1],), self._expires(meta, False))
+        return digest
+
+    def _expires(self, meta: Mapping[str, Any], immutable: bool) -> float:
+        """When a cached entry stops being fresh (:meth:`_is_fresh`'s rule, as a time):
+        what a replayed resolve (:mod:`envlock.replay`) may rely on it until."""
+        if immutable or self.offline:
+            return float("inf")
+        if self.refresh:
+            return 0.0
+        max_age = meta.get("max_age")
+        if max_age is None and not meta.get("etag") and not meta.get("last_modified"):
+            max_age = self.default_ttl
+        try:
+            return float(meta.get("stored", 0)) + float(max_age)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return 0.0
 
     def _is_fresh(self, meta: Mapping[str, Any], immutable: bool) -> bool:
         try:
@@ -186,7 +205,11 @@ class Transport:
             write_entry(self._cache_root, paths[0], body)
             write_entry(self._cache_root, paths[1], json.dumps(meta).encode())
         except (OSError, InputError):
-            pass  # the cache is an optimisation: a read-only cache directory is fine
+            # the cache is an optimisation: a read-only cache directory is fine, but then
+            # nothing records what this run read
+            replay.note_live("an index answer could not be cached")
+            return digest
+        replay.note_entry(paths, self._expires(meta, False))
         return digest
 
     def _max_entry_bytes(self) -> Optional[int]:
@@ -204,10 +227,18 @@ class Transport:
         if cached is not None:
             body, meta = cached
             if self._is_fresh(meta, immutable):
+                paths = self._paths(url)
+                if paths is not None:
+                    replay.note_entry(paths, self._expires(meta, immutable))
                 self.stats["cache_hits"] += 1
                 return Response(url, 200, body, {"Content-Type": meta.get("content_type") or ""},
                                 from_cache=True, sha256=meta["sha256"])
         if self.offline:
+            paths = self._paths(url)
+            if paths is not None:  # absent now: present later is another answer
+                replay.note_entry(paths, float("inf"))
+            else:
+                replay.note_live("no cache")
             raise OfflineError(f"{redact(url)} is not in the cache and --offline forbids "
                                f"the network",
                                hint="run once without --offline to fill the cache")
@@ -218,7 +249,15 @@ class Transport:
                 hdrs["If-None-Match"] = meta["etag"]
             if meta.get("last_modified"):
                 hdrs["If-Modified-Since"] = meta["last_modified"]
-        resp = self._request(url, hdrs, max_bytes=0 if whole_file else None)
+        try:
+            resp = self._request(url, hdrs, max_bytes=0 if whole_file else None)
+        except IndexError_:
+            # a resolve may go on without this answer (an unreachable PyTorch index it
+            # falls back from): believed as long as a fresh page is
+            replay.note_failure(time.time() + self.default_ttl)
+            raise
+        if resp.status >= 400:
+            replay.note_failure(time.time() + self.default_ttl)
         if resp.status == 304 and cached is not None:
             self.stats["revalidated"] += 1
             body, meta = cached
@@ -237,6 +276,7 @@ class Transport:
         """A byte range (``start=None`` asks for the last ``end`` bytes). Not cached here."""
         if url.startswith("file:"):
             path = _file_path(url)
+            replay.note_file(path)
             with open(path, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if start is None:
@@ -347,6 +387,7 @@ class Transport:
         path = _file_path(url)
         if os.path.isdir(path):
             path = os.path.join(path, "index.html")
+        replay.note_file(path)
         try:
             with open(path, "rb") as fh:
                 body = fh.read()

@@ -281,8 +281,10 @@ def triple_key(filename: str) -> str:
         stem = filename[:-4].rsplit("-", 1)[0]
         return triple_key(stem + ".whl")
     end = filename.rfind("-")
-    end = filename.rfind("-", 0, end)
-    start = filename.rfind("-", 0, end)
+    end = filename.rfind("-", 0, end) if end > 0 else -1
+    # (a name with fewer than three dashes has no triple: without this check, the search
+    # below ran from the end again and "a-.whl" got the key "-.whl")
+    start = filename.rfind("-", 0, end) if end > 0 else -1
     return filename[start:] if start >= 0 else ""
 
 

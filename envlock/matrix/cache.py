@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from envlock import __version__
+from envlock._cache_files import cache_dir  # noqa: F401 - where it always was
 from envlock.matrix import model
 from envlock.matrix.files import data_files
 from envlock.matrix.matrix import Matrix
@@ -48,20 +49,6 @@ _CLASSES: Dict[str, Any] = {
     and obj.__module__ == model.__name__}
 #: a cache file larger than this is not ours
 _MAX_BYTES = 32 * 1024 * 1024
-
-
-def cache_dir() -> Optional[Path]:
-    """``$ENVLOCK_CACHE_DIR``, else ``$XDG_CACHE_HOME/envlock``, else ``~/.cache/envlock``.
-
-    ``ENVLOCK_NO_CACHE=1`` turns every cache off (returns None).
-    """
-    if os.environ.get("ENVLOCK_NO_CACHE"):
-        return None
-    explicit = os.environ.get("ENVLOCK_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envlock"
 
 
 def digest(files: dict) -> str:
