@@ -24,7 +24,6 @@ The cache root itself is the user's choice: a link there is followed. It is crea
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Iterator, Optional, Sequence, Union
@@ -163,7 +162,7 @@ def write_entry(root: PathLike, path: PathLike, data: bytes, *, durable: bool = 
     dfd = _walk(root, parts[:-1], create=True)
     try:
         name = parts[-1]
-        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        tmp = f".{name}.{os.urandom(6).hex()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600,
                      dir_fd=dfd)
         try:

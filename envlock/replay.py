@@ -193,7 +193,8 @@ def _key(argv: Sequence[str], extra: Dict[str, Any]) -> str:
     env = {k: v for k, v in os.environ.items() if k not in _VOLATILE_ENV}
     blob = json.dumps({
         "form": FORM, "envlock": __version__, "package": _package_digest(),
-        "python": [sys.version, sys.executable, sys.prefix], "cwd": os.getcwd(),
+        "python": [sys.version, os.path.realpath(sys.executable), sys.prefix],
+        "cwd": os.getcwd(),
         "argv": list(argv), "env": sorted(env.items()), "extra": extra,
     }, sort_keys=True, ensure_ascii=True, default=str)
     return hashlib.sha256(blob.encode("utf-8", "surrogateescape")).hexdigest()
@@ -287,6 +288,56 @@ def begin(argv: Sequence[str], root: Optional[Path], eligible: bool,
             "", "0"):
         return None
     return Session(root, _key(argv, extra))
+
+
+def streams_of(out: Any) -> Dict[str, Any]:
+    """What of the output streams is part of the key: whether each is a terminal, and
+    colour (a run showing progress on a terminal is never recorded)."""
+    def tty(stream: Any) -> bool:
+        try:
+            return bool(stream.isatty())
+        except (AttributeError, ValueError):
+            return False
+
+    return {"stdout_tty": tty(out.stdout), "stderr_tty": tty(out.stderr),
+            "color": bool(getattr(out, "color", False))}
+
+
+def replayed(argv: Sequence[str], out: Any) -> bool:
+    """Replay ``envlock ARGV`` when a run with this very key was recorded and nothing it
+    read has changed: write its lock and its output, and say True. Called before the
+    command line is parsed: only an eligible run (``resolve``, with the conditions in the
+    module docstring) is ever recorded, and the key holds the whole command line, so an
+    entry under this key was made by the same command, parsed the same way."""
+    if not argv or argv[0] != "resolve":
+        return False
+    from envlock._cache_files import cache_dir
+
+    session = begin(argv, cache_dir(), True, streams_of(out))
+    stored = session.stored() if session is not None else None
+    if stored is None:
+        return False
+    if stored["output"] is not None and not _holds(stored["output"], stored["lock"]):
+        from envlock._files import atomic_write_text
+
+        atomic_write_text(stored["output"], stored["lock"])
+    out.stdout.write(stored["stdout"])
+    out.stderr.write(stored["stderr"])
+    return True
+
+
+def _holds(path: str, text: str) -> bool:
+    """Whether the regular file ``path`` already holds exactly ``text`` (then a replay
+    leaves it as it is: rewriting the same bytes durably cost 20 ms, a third of a replay)."""
+    data = text.encode("utf-8")
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(len(data) + 1) == data
+    except OSError:
+        return False
 
 
 class Tee:

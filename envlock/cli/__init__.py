@@ -7,13 +7,15 @@ core library returns values and raises :class:`~envlock.errors.EnvlockError`.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import List, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, List, Optional, Sequence, TextIO
 
 from envlock import __version__
 from envlock.errors import EnvlockError, ExitCode
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["main", "build_parser", "Output", "COMMANDS"]
 
@@ -68,21 +70,12 @@ class Output:
             return False
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so main() owns the exit code."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _ArgError(f"{self.prog}: {message}")
-
-
-class _ArgError(Exception):
-    pass
-
-
-def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> "argparse.ArgumentParser":
     """The argument parser; ``only`` registers just that subcommand (every command start
     would otherwise import and build all eight)."""
     import importlib
+
+    from envlock.cli.parser import Parser as _Parser
 
     parser = _Parser(
         prog="envlock",
@@ -134,6 +127,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
         from envlock.cli.style import color_wanted
 
         out.color = color_wanted(out.stdout, no_color_flag=no_color)
+        if _command_of(args_list) == "resolve" and _replayed(args_list, out):
+            return ExitCode.OK
         if "--json" not in args_list:
             return _main(args_list, out)
         from envlock.cli.jsonerr import run_json
@@ -148,6 +143,8 @@ def _main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) ->
     out = out or Output()
     args_list: List[str] = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list or bool(os.environ.get("ENVLOCK_DEBUG"))
+    from envlock.cli.parser import ArgError as _ArgError
+
     try:
         parser = build_parser(_command_of(args_list))
         try:
@@ -190,6 +187,23 @@ def _main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) ->
         out.error(f"envlock: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
                   f"(run with --debug for a traceback, and please report it)")
         return ExitCode.INTERNAL
+
+
+def _replayed(args_list: List[str], out: Output) -> bool:
+    """A resolve whose every input is unchanged since a recorded run: that run's result,
+    before anything is parsed or imported (:mod:`envlock.replay`). Any trouble in looking
+    it up means "resolve as usual"."""
+    from envlock import replay
+
+    start = next((i for i, a in enumerate(args_list) if not a.startswith("-")), None)
+    if start is None or os.environ.get("ENVLOCK_NO_REPLAY", "").strip() not in ("", "0"):
+        return False
+    if start:  # an option before the command (--debug): not a form a record has
+        return False
+    try:
+        return replay.replayed(args_list, out)
+    except (OSError, ValueError, EnvlockError):
+        return False  # the resolve itself meets it again, and says what it is
 
 
 def _no_collection_at_exit() -> None:

@@ -353,19 +353,11 @@ def run(args: argparse.Namespace, out: Any) -> int:
     eligible = bool((args.gpu or args.cpu) and not (
         args.check or args.refresh or args.from_snapshot or getattr(args, "from_node", None)
         or args.lock is not None or progress_shown))
+    # the key: the command line as main() looked it up (replay.replayed), before parsing
     session = replay.begin(getattr(args, "argv", None) or [], cache_dir(), eligible,
-                           {"stdout_tty": out.stdout_is_tty, "color": out.color})
+                           replay.streams_of(out))
     if session is None:
         return _run(args, out)
-    stored = session.stored()
-    if stored is not None:
-        if stored["output"] is not None:
-            from envlock._files import atomic_write_text
-
-            atomic_write_text(stored["output"], stored["lock"])
-        out.stdout.write(stored["stdout"])
-        out.stderr.write(stored["stderr"])
-        return ExitCode.OK
     streams = out.stdout, out.stderr
     tee_out, tee_err = replay.Tee(out.stdout), replay.Tee(out.stderr)
     out.stdout, out.stderr = tee_out, tee_err

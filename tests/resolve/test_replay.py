@@ -145,3 +145,25 @@ def test_what_cannot_be_read_twice_is_never_replayed(tmp_path: Path) -> None:
     plain = Recorder()
     plain.file(str(tmp_path / "absent.txt"))  # absent counts: created later is a change
     assert plain.live is None and list(plain.files.values()) == [None]
+
+
+def test_a_replay_imports_neither_the_resolver_nor_argparse(world: IndexServer, cache: Path,
+                                                           tmp_path: Path) -> None:
+    """The lookup runs before the command line is parsed (a real process, with Python's
+    own import log on stderr)."""
+    from support.cli import run_proc
+
+    args = ["resolve", "--index-url", world.url("pypi"), "--pytorch-index-url",
+            f"{world.base}/pytorch", "--gpu", "H100 SXM", "--torch", "==2.5.1", "helper",
+            "-o", "p.lock"]
+    env = {"PYTHONPROFILEIMPORTTIME": "1", "ENVLOCK_CACHE_DIR": str(cache)}
+    first = run_proc(*args, env=env, cwd=str(tmp_path))
+    assert first.code == 0, first.err
+    assert "envlock.resolve" in first.err
+    again = run_proc(*args, env=env, cwd=str(tmp_path))
+    assert again.code == 0, again.err
+    imported = {line.rsplit("|", 1)[-1].strip() for line in again.err.splitlines()
+                if line.startswith("import time:")}
+    assert "envlock.replay" in imported
+    assert not {"envlock.resolve", "envlock.matrix", "argparse"} & imported
+    assert again.out == first.out
