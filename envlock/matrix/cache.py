@@ -121,8 +121,12 @@ def encode_prebuilt(files: Dict[str, bytes]) -> bytes:
     from envlock.matrix.load import build_matrix, read_raw
     from envlock.matrix.rows import Problems
 
+    from envlock.matrix.stamp import content_digest
+
     problems = Problems()
-    matrix = build_matrix(read_raw(files, problems), problems)
+    # with the content digest in its version, as load_cached builds it: without it the
+    # wheel's locks recorded a bare meta.toml version and --check could not see a change
+    matrix = build_matrix(read_raw(files, problems), problems, content_digest(files))
     if problems:
         raise MatrixError(problems.items)
     return b'{"key":"' + digest(files).encode() + b'","matrix":' + encode_matrix(matrix) + b"}"

@@ -86,6 +86,12 @@ class Req:
         return f"{self.name}{ex}{self.specifier}"
 
 
+#: the first batch of metadata asked for when the resolver walks back through a project's
+#: versions, and the largest (each batch doubles the last)
+BATCH_FIRST = 8
+BATCH_MOST = 32
+
+
 @dataclass(frozen=True)
 class Cand:
     name: str
@@ -158,6 +164,10 @@ class Finder:
         #: projects with a variant wheel among their usable files: their candidate lists
         #: depend on the GPUs the variants were judged against (see :meth:`adopt`)
         self._variant_projects: Set[str] = set()
+        #: per project, the versions whose dependencies were asked, and how far down its
+        #: candidate list a batch prefetch reached (:meth:`_batch_prefetch`)
+        self._tried: Dict[str, Set[Version]] = {}
+        self._batched: Dict[str, Tuple[int, int]] = {}
 
     # -- pages ---------------------------------------------------------------------------
     def _pages(self, name: str, block: bool = True,
@@ -331,6 +341,41 @@ class Finder:
             self._matching[key] = out
         return list(out)
 
+    def first_match(self, req_spec: SpecifierSet, name: str,
+                    on_pending: Optional[Any] = None) -> Optional[Cand]:
+        """The first of :meth:`matching` (what the resolver will try first), found without
+        building the whole list; None when there is none or the page is still on its way.
+        Prefetch asks this for every dependency the resolver meets, with a specifier that
+        is new on each backtrack: checking every version of fastapi against each was 40%
+        of a cold vllm resolve's CPU."""
+        key = (canonicalize_name(name), str(req_spec))
+        with self._lock:
+            hit = self._matching.get(key)
+        if hit is not None:
+            return hit[0] if hit else None
+        cands = self.candidates(name, False, on_pending)
+        if not cands:
+            return None
+        exact = any(s.operator in ("==", "===") for s in req_spec)
+        unbounded = not len(req_spec)
+        first = None
+        mode = self.prerelease
+        for c in cands:
+            if not (exact or c.best.yanked is None):
+                continue
+            if not unbounded and not _contains(req_spec, c.version):
+                continue
+            if mode == "allow" or not c.version.is_prerelease:
+                return c
+            if first is None:
+                first = c
+        # only pre-releases inside: as _select decides
+        if first is None or mode == "disallow":
+            return None
+        if mode == "explicit" and canonicalize_name(name) not in self.explicit:
+            return None
+        return first
+
     def _select(self, req_spec: SpecifierSet, name: str, cands: List[Cand]) -> List[Cand]:
         exact = any(s.operator in ("==", "===") for s in req_spec)
         if not len(req_spec):  # no specifier admits every version (pre-releases: below)
@@ -420,16 +465,49 @@ class Finder:
                 pass  # the pool is shut down: the resolution is over
 
         try:
-            cands = self.matching(req.specifier, req.name, block=False, on_pending=again)
-            if cands == [] and alone is not None and alone is not req:
-                cands = self.matching(alone.specifier, req.name, block=False)
-            if cands and cands[0].best.is_wheel:
-                self.client.prefetch_metadata(cands[0].best)
+            first = self.first_match(req.specifier, req.name, on_pending=again)
+            if first is None and alone is not None and alone is not req:
+                with self._lock:
+                    listed = req.name in self._cands  # (not: its page is on its way)
+                if listed:
+                    first = self.first_match(alone.specifier, req.name)
+            if first is not None and first.best.is_wheel:
+                self.client.prefetch_metadata(first.best)
         except Exception:  # noqa: BLE001 - prefetch is best effort; the real call reports
             pass
 
     # -- dependencies --------------------------------------------------------------------
+    def _batch_prefetch(self, cand: Cand) -> None:
+        """When the resolver asks for the dependencies of a second (third, ...) version of
+        a project, it is backtracking through that project's versions, newest first, one
+        metadata file at a time: ask for the next versions' metadata together, a batch
+        that doubles while the backtracking goes on (:data:`BATCH_FIRST` up to
+        :data:`BATCH_MOST`). Measured on vllm 0.8.5: fastapi was walked back through 20
+        versions, 0.2 s each, 4 s of a 10.8 s cold resolve spent waiting for them one by
+        one."""
+        with self._lock:
+            tried = self._tried.setdefault(cand.name, set())
+            if cand.version in tried:
+                return
+            tried.add(cand.version)
+            if len(tried) < 2:
+                return
+            cands = self._cands.get(cand.name)
+            if not cands:
+                return
+            at = next((i for i, c in enumerate(cands) if c.version == cand.version), None)
+            reached, last = self._batched.get(cand.name, (0, 0))
+            if at is None or at + 1 + BATCH_FIRST // 2 <= reached:
+                return  # the last batch still runs well ahead of this version
+            size = min(BATCH_MOST, 2 * last) if last else BATCH_FIRST
+            end = at + 1 + size
+            batch = [c for c in cands[max(at + 1, reached):end] if c.best.is_wheel]
+            self._batched[cand.name] = (end, size)
+        for c in batch:
+            self.client.fetch_ahead(c.best)
+
     def dependencies(self, cand: Cand) -> Tuple[List[Req], Optional[str]]:
+        self._batch_prefetch(cand)
         meta = self.client.metadata(cand.best)
         reqs: List[Req] = []
         parent = str(cand)

@@ -23,14 +23,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_prebuilt_matrix_is_the_toml_matrix() -> None:
     files = data_files(ROOT / "compat-matrix")
+    from envlock.matrix.stamp import content_digest
+
     problems = Problems()
-    from_toml = build_matrix(read_raw(files, problems), problems)
+    from_toml = build_matrix(read_raw(files, problems), problems, content_digest(files))
     assert not problems
     blob = encode_prebuilt(files)
     loaded = load_prebuilt(digest(files), blob)
     assert loaded is not None
     assert encode_matrix(loaded) == encode_matrix(from_toml)
     assert loaded.version == from_toml.version and loaded.advisories == from_toml.advisories
+    # the stamp locks record: the same as a checkout's (the wheel once dropped the digest)
+    from envlock.matrix import get_matrix
+
+    assert "+" in loaded.version and loaded.version == get_matrix().version
 
 
 def test_a_prebuilt_matrix_of_other_data_is_never_used() -> None:
@@ -57,10 +63,13 @@ def test_the_wheel_ships_it_and_an_install_parses_no_toml(tmp_path: Path) -> Non
         zf.extractall(site)
     code = ("import sys; from envlock.matrix import get_matrix; m = get_matrix(); "
             "print(len(m.gpus), any(n in sys.modules for n in "
-            "('tomllib', 'tomli', 'envlock._toml', 'envlock.matrix.load')))")
+            "('tomllib', 'tomli', 'envlock._toml', 'envlock.matrix.load')), m.version)")
     env = dict(os.environ, PYTHONPATH=str(site), ENVLOCK_NO_CACHE="1")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=env, cwd=str(tmp_path), timeout=120)
     assert r.returncode == 0, r.stderr
-    count, parsed = r.stdout.split()
+    count, parsed, version = r.stdout.split()
     assert int(count) > 50 and parsed == "False"
+    from envlock.matrix import get_matrix
+
+    assert version == get_matrix().version and "+" in version  # the stamp locks record
