@@ -66,6 +66,9 @@ class Transport:
         self._lock = threading.Lock()
         self._auth: Dict[Tuple[str, str, Optional[int]], Tuple[str, str]] = {}
         self._cancel = threading.Event()
+        #: origins that no attempt could connect to in this run, with the last error:
+        #: later requests to them fail at once (:meth:`_request`)
+        self._unreachable: Dict[Tuple[str, str, Optional[int]], str] = {}
         #: total seconds one request may take, retries included (ENVLOCK_INDEX_DEADLINE)
         self.deadline = _env_number("ENVLOCK_INDEX_DEADLINE", 300.0)
         #: largest page or metadata file accepted (ENVLOCK_INDEX_MAX_PAGE_BYTES)
@@ -307,6 +310,16 @@ class Transport:
         from envlock.index.pools import RETRYABLE, TooManyRedirects
 
         check_url(url)
+        host = origin(urlsplit(url))
+        dead = self._unreachable.get(host)
+        if dead is not None:
+            # this run already tried the host every time it may: another URL on it would
+            # only sleep through the same retries (2 s a request for an index whose name
+            # does not resolve, vllm's PyTorch-index builds behind a firewall)
+            raise IndexError_(f"cannot reach {redact(url)} ({dead}; {host[1]} was "
+                              f"unreachable earlier in this run)",
+                              hint="check the index URL and your network, or use --offline "
+                                   "with a filled cache")
         pools = self._get_pools()
         limit = self.max_page_bytes if max_bytes is None else (max_bytes or None)
         state = dl.RequestState(time.monotonic() + self.deadline, self._cancel)
@@ -356,6 +369,8 @@ class Transport:
                 return Response(r.url, r.status, body, dict(r.headers))
         finally:
             dl.bind(previous)
+        if not last_error.startswith("HTTP "):  # no connection at all, every attempt
+            self._unreachable[host] = last_error
         raise IndexError_(f"cannot reach {redact(url)} ({last_error}, after {attempts} "
                           f"attempt{'s' if attempts > 1 else ''})",
                           hint="check the index URL and your network, or use --offline "

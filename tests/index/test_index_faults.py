@@ -196,3 +196,30 @@ def test_check_url_accepts_good_urls() -> None:
     for url in ("https://pypi.org/simple", "http://[::1]:8080/simple", "file:///tmp/x",
                 "http://u:p@mirror.local:3141/root/pypi/+simple/"):
         check_url(url)
+
+
+def test_a_host_nothing_could_reach_is_not_retried_again_in_the_same_run(
+        tmp_path: Path) -> None:
+    """Every attempt at the first URL fails to connect; a second URL on that host fails at
+    once, with the same cause, instead of sleeping through the retries again."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now: connections are refused
+    base = f"http://127.0.0.1:{port}/simple"
+    c = IndexClient(IndexConfig(index_url=base, retries=2, timeout=5), cache_dir=tmp_path)
+    c.transport.backoff = 0.0
+    try:
+        with pytest.raises(IndexError_) as first:
+            c.page(base, "torch")
+        assert c.transport.stats["requests"] == 3
+        with pytest.raises(IndexError_) as second:
+            c.page(base, "numpy")
+        assert c.transport.stats["requests"] == 3  # no new attempt
+        assert "unreachable earlier in this run" in second.value.message
+        assert first.value.message.startswith("cannot reach ")
+        assert second.value.message.startswith("cannot reach ")
+    finally:
+        c.close()
