@@ -90,6 +90,8 @@ class IndexClient:
         self._variants_json: Dict[str, Tuple[Optional[dict], Optional[str]]] = {}
         self._pages: Dict[Tuple[str, str], "Future[Optional[ProjectPage]]"] = {}
         self._meta: Dict[Tuple[str, str, str], "Future[Metadata]"] = {}
+        #: the tag-triple filter pages are narrowed with (:meth:`narrow_pages`)
+        self._fits: Optional[Callable[[str], bool]] = None
         # builds are CPU- and disk-heavy: one at a time
         self._build_lock = threading.Lock()
         # No connection pool is made up front: importing urllib3 and building a TLS context cost
@@ -163,8 +165,20 @@ class IndexClient:
         """The project page, or None when the index does not have the project."""
         return self.prefetch_page(index, name).result()
 
+    def narrow_pages(self, fits: Callable[[str], bool]) -> None:
+        """Keep pages read from now on narrowed to files whose tag triple passes
+        ``fits`` (:meth:`ProjectPage.narrowed`): set once by a resolve that knows its
+        targets. The parsed-page cache still gets every file."""
+        self._fits = fits
+
     def _fetch_page(self, index: str, name: str,
                     digest: Optional[str] = None) -> Optional[ProjectPage]:
+        page = self._fetch_full_page(index, name, digest)
+        fits = self._fits
+        return page if page is None or fits is None else page.narrowed(fits)
+
+    def _fetch_full_page(self, index: str, name: str,
+                         digest: Optional[str] = None) -> Optional[ProjectPage]:
         url = self.page_url(index, name)
         if digest is None:
             digest = self.transport.fresh_digest(url)

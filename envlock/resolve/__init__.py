@@ -99,6 +99,15 @@ def resolve(request: ResolveRequest, matrix: Matrix, config: IndexConfig, *,
         from envlock.matrix.cache import cache_dir
 
         client = IndexClient(config, cache_dir=cache_dir(), offline=request.offline)
+    if client._fits is None and request.targets:
+        # every page narrowed to the files some target can install (most of a big page
+        # is wheels for other platforms and Pythons, kept for the whole run)
+        from envlock.platforms import Target
+        from envlock.resolve.closure import triple_filter
+
+        client.narrow_pages(triple_filter(
+            Target(python=t.python, platform=t.platform, glibc=t.glibc)
+            for t in request.targets))
     try:
         with _fewer_collections():
             targets = [_resolve_target(request, matrix, config, client, t, on_event,

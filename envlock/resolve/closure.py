@@ -187,7 +187,7 @@ class Finder:
                     fut.add_done_callback(on_pending)
                 return None
             page = fut.result()
-            if page is not None and page.filenames:
+            if page is not None and page.listed:  # (every file listed, narrowed or not)
                 # wheels for other platforms or Pythons are left out by their file name
                 # before anything else is made of them (most of a big page)
                 return ix, page.select_triples(self._triple_fits)
@@ -636,6 +636,24 @@ def _fast_rank(filename: str, rank_of: Mapping[str, int],
                 if r is not None and (best is None or r < best):
                     best = r
     return best
+
+
+def triple_filter(targets: Iterable[Target]) -> Callable[[str], bool]:
+    """Whether a wheel's tag triple (:func:`~envlock.index.pages.triple_key`) fits any
+    of ``targets``: what the index client narrows pages to (a malformed triple passes,
+    the full parse judges it). Memoised per triple: a run sees a few hundred."""
+    tags = [t for target in targets for t in target.tags]
+    rank_of = {str(t): 0 for t in tags}
+    parts = (frozenset(t.interpreter for t in tags), frozenset(t.platform for t in tags))
+    memo: Dict[str, bool] = {}
+
+    def fits(key: str) -> bool:
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = _fast_rank("x-0" + key, rank_of, parts) is not None
+        return hit
+
+    return fits
 
 
 @lru_cache(maxsize=8192)
