@@ -296,6 +296,7 @@ def bench_closure(n: int) -> None:
                 computed = {**env, "ENVLOCK_NO_REPLAY": "1"}
                 (ow4, ow4cpu), _ = _paired(ours, [*theirs, "--offline"], computed, n,
                                            None, None)
+                steps = _steps(ours, computed, n)
             except RuntimeError as exc:
                 row(f"{label}", "failed", str(exc)[:60])
                 continue
@@ -323,10 +324,54 @@ def bench_closure(n: int) -> None:
             f"uv --offline {ms(to)}", f"{ow4 / to:.2f}x", "(info)")
         row(f"{label}, warm computed CPU vs uv --offline", ms(ow4cpu),
             f"uv --offline {ms(tocpu)}", f"{ow4cpu / max(tocpu, 1e-9):.2f}x", "(info)")
+        if steps:
+            row(f"{label}, warm computed: resolution step", ms(steps["closure"]),
+                f"of {ms(steps['whole'])} in-process", "", "(info)")
+            row(f"{label}, warm computed: torch walk", ms(steps["walk"]), "", "", "(info)")
         row(f"{label}, peak RSS", f"{ours_rss // 1024} MB", f"uv {theirs_rss // 1024} MB",
             f"{ours_rss / max(theirs_rss, 1):.2f}x", "<= 1.2x uv",
             "ok" if ours_rss <= 1.2 * theirs_rss else "over")
         row(f"{label}: pins identical to uv's", "yes" if pins_ok else "NO")
+
+
+#: run in a child: one warm resolve in-process, with the resolution step (resolvelib over
+#: the closure, pages and metadata already read) and the torch walk timed on their own
+_STEPS = r"""
+import json, sys, time
+import envlock.resolve.closure as C
+import envlock.resolve.torch_needs as W
+spent = {"closure": 0.0, "walk": 0.0}
+def timed(mod, name, key):
+    inner = getattr(mod, name)
+    def run(*a, **k):
+        t = time.perf_counter()
+        try:
+            return inner(*a, **k)
+        finally:
+            spent[key] += time.perf_counter() - t
+    setattr(mod, name, run)
+timed(C, "resolve_closure", "closure")
+timed(W, "torch_needs", "walk")
+from envlock.cli import main
+t = time.perf_counter()
+code = main(sys.argv[1:])
+spent["whole"] = time.perf_counter() - t
+print(json.dumps(spent))
+sys.exit(code)
+"""
+
+
+def _steps(cmd: Sequence[str], env: Dict[str, str], n: int) -> Dict[str, float]:
+    """Medians of the in-process step times of a warm resolve (``ENVLOCK_NO_REPLAY``)."""
+    runs: List[Dict[str, float]] = []
+    for _ in range(n):
+        p = subprocess.run([sys.executable, "-c", _STEPS, *cmd[1:]], env=env,
+                           capture_output=True, text=True)
+        if p.returncode == 0 and p.stdout.strip():
+            runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    if not runs:
+        return {}
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
 def _uv_binary() -> Optional[str]:
