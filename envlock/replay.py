@@ -62,6 +62,8 @@ _VOLATILE_ENV = frozenset({
     "XDG_SESSION_ID", "XDG_SESSION_TYPE", "XDG_SESSION_CLASS", "XDG_VTNR", "XDG_SEAT",
     "MAIL", "MAILCHECK", "DBUS_SESSION_BUS_ADDRESS", "TERM_PROGRAM_VERSION",
 })
+#: the most records kept; the oldest beyond it are removed when a new one is stored
+MAX_RECORDS = 256
 #: a stored entry larger than this is not ours
 _MAX_ENTRY_BYTES = 64 * 1024 * 1024
 
@@ -277,7 +279,29 @@ class Session:
                 "lock": lock, "stdout": stdout, "stderr": stderr}
         try:
             write_entry(self.root, self.path, json.dumps(data).encode())
+            _trim(self.root / "replay", MAX_RECORDS)
         except Exception:  # noqa: BLE001 - the store is an optimisation, never a failure
+            pass
+
+
+def _trim(top: Path, keep: int) -> None:
+    """Remove the oldest records past the newest ``keep``: every distinct command and
+    environment makes its own record (a CI job whose environment names its run makes one
+    per run, never replayed), so the directory must not grow without end."""
+    records = []
+    for sub in os.scandir(top):
+        if not sub.is_dir(follow_symlinks=False):
+            continue
+        for e in os.scandir(sub.path):
+            if e.name.endswith(".json") and e.is_file(follow_symlinks=False):
+                records.append((e.stat(follow_symlinks=False).st_mtime_ns, e.path))
+    if len(records) <= keep:
+        return
+    records.sort()
+    for _, path in records[:len(records) - keep]:
+        try:
+            os.unlink(path)
+        except OSError:
             pass
 
 

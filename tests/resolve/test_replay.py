@@ -167,3 +167,25 @@ def test_a_replay_imports_neither_the_resolver_nor_argparse(world: IndexServer, 
     assert "envlock.replay" in imported
     assert not {"envlock.resolve", "envlock.matrix", "argparse"} & imported
     assert again.out == first.out
+
+
+def test_records_are_bounded_the_oldest_go_first(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each distinct command and environment is a record of its own: past MAX_RECORDS the
+    oldest are removed, so a CI job that names its run in the environment cannot fill the
+    cache."""
+    from envlock import replay
+
+    monkeypatch.setattr(replay, "MAX_RECORDS", 5)  # the bound, not the code, made small
+    root = tmp_path / "cache"
+    root.mkdir(mode=0o700)
+    paths = []
+    for i in range(8):
+        s = replay.begin(["resolve", "--gpu", "H100", f"pkg{i}"], root, True, {})
+        assert s is not None
+        s.store(None, None, f"out {i}\n", "")
+        assert s.path.exists()
+        os.utime(s.path, ns=(i + 1, i + 1))  # stored one after another
+        paths.append(s.path)
+    kept = [p for p in paths if p.exists()]
+    assert kept == paths[-5:]
