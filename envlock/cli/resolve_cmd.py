@@ -371,7 +371,13 @@ def run(args: argparse.Namespace, out: Any) -> int:
         lock_text: Optional[str] = None
         written = None if args.dry_run or args.output == "-" else args.output
         if written is not None:
+            # only a regular file is read back: -o /dev/stdout or a FIFO was written
+            # into, and reading it would wait for ever (such a run is not recorded)
+            import stat as _stat
+
             try:
+                if not _stat.S_ISREG(os.stat(written).st_mode):
+                    return code
                 lock_text = Path(written).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 return code

@@ -189,3 +189,11 @@ def test_records_are_bounded_the_oldest_go_first(tmp_path: Path,
         paths.append(s.path)
     kept = [p for p in paths if p.exists()]
     assert kept == paths[-5:]
+
+
+def test_a_lock_written_into_a_device_is_not_recorded(world: IndexServer, cache: Path) -> None:
+    """``-o /dev/null`` (or /dev/stdout, a FIFO) is written into, not replaced: there is
+    no file to read the lock back from, so nothing is recorded."""
+    r = _run(world, "helper", "-o", os.devnull)
+    assert r.code == 0, r.err
+    assert _stored(cache) == []
