@@ -10,9 +10,10 @@ unchanged writes the recorded result instead of computing it again.
 What a resolution reads, and how each is checked before a replay:
 
 * the command line, the working directory, the environment (all of it but a few shell
-  variables that cannot matter, :data:`_VOLATILE_ENV`), the Python running envlock and
+  variables that cannot matter, :data:`_VOLATILE_ENV`), the Python running envlock,
   envlock's own files (the matrix included: a stat digest of the installed package, so
-  an edited checkout or another release never replays an old answer): the entry's key;
+  an edited checkout or another release never replays an old answer) and the libraries
+  whose behaviour shapes the answer (:data:`_LIBRARIES`): the entry's key;
 * files the user named (requirement and constraint files, nested ones included) and
   pip's configuration files, present or absent: their inode, size and modification time
   must be the same (:func:`note_file`);
@@ -189,6 +190,28 @@ def _package_digest() -> str:
     return h.hexdigest()
 
 
+#: the libraries whose behaviour is part of a resolution's answer (markers, specifiers,
+#: the resolver, lock rendering): an upgrade of one is another key
+_LIBRARIES = ("packaging", "resolvelib", "tomlkit")
+
+
+def _libraries() -> List[Any]:
+    """(name, file, size, mtime) of each library in :data:`_LIBRARIES`, found without
+    importing it; an upgrade writes new files."""
+    import importlib.util
+
+    out: List[Any] = []
+    for name in _LIBRARIES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = getattr(spec, "origin", None)
+        st = _stat(origin) if origin else None
+        out.append([name, origin, st])
+    return out
+
+
 def _key(argv: Sequence[str], extra: Dict[str, Any]) -> str:
     from envlock import __version__
 
@@ -196,6 +219,7 @@ def _key(argv: Sequence[str], extra: Dict[str, Any]) -> str:
     blob = json.dumps({
         "form": FORM, "envlock": __version__, "package": _package_digest(),
         "python": [sys.version, os.path.realpath(sys.executable), sys.prefix],
+        "libraries": _libraries(),
         "cwd": os.getcwd(),
         "argv": list(argv), "env": sorted(env.items()), "extra": extra,
     }, sort_keys=True, ensure_ascii=True, default=str)
