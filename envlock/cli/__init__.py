@@ -127,7 +127,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[Output] = None) -> 
         from envlock.cli.style import color_wanted
 
         out.color = color_wanted(out.stdout, no_color_flag=no_color)
-        if _command_of(args_list) == "resolve" and _replayed(args_list, out):
+        if args_list[:1] == ["resolve"] and _replayed(args_list, out):
             return ExitCode.OK
         if "--json" not in args_list:
             return _main(args_list, out)
@@ -195,11 +195,6 @@ def _replayed(args_list: List[str], out: Output) -> bool:
     it up means "resolve as usual"."""
     from envlock import replay
 
-    start = next((i for i, a in enumerate(args_list) if not a.startswith("-")), None)
-    if start is None or os.environ.get("ENVLOCK_NO_REPLAY", "").strip() not in ("", "0"):
-        return False
-    if start:  # an option before the command (--debug): not a form a record has
-        return False
     try:
         return replay.replayed(args_list, out)
     except (OSError, ValueError, EnvlockError):

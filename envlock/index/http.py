@@ -157,8 +157,11 @@ class Transport:
         return digest
 
     def _expires(self, meta: Mapping[str, Any], immutable: bool) -> float:
-        """When a cached entry stops being fresh (:meth:`_is_fresh`'s rule, as a time):
-        what a replayed resolve (:mod:`envlock.replay`) may rely on it until."""
+        """When a cached entry stops being fresh: never for immutable entries and under
+        ``--offline``, at once under ``--refresh``, else when its ``max-age`` (or, with no
+        caching information at all, ``ENVLOCK_INDEX_TTL``) has passed since it was stored.
+        :meth:`_is_fresh` asks it, and a replayed resolve (:mod:`envlock.replay`) relies on
+        an entry until then."""
         if immutable or self.offline:
             return float("inf")
         if self.refresh:
@@ -172,19 +175,7 @@ class Transport:
             return 0.0
 
     def _is_fresh(self, meta: Mapping[str, Any], immutable: bool) -> bool:
-        try:
-            age = time.time() - float(meta.get("stored", 0))
-        except (TypeError, ValueError):
-            return False
-        max_age = meta.get("max_age")
-        if max_age is None and not meta.get("etag") and not meta.get("last_modified"):
-            max_age = self.default_ttl  # the server gave no caching information at all
-        try:
-            fresh = immutable or (not self.refresh and max_age is not None
-                                  and age < float(max_age))
-        except (TypeError, ValueError):
-            fresh = False
-        return fresh or self.offline
+        return time.time() < self._expires(meta, immutable)
 
     def _cache_write(self, url: str, body: bytes, headers: Mapping[str, str]) -> Optional[str]:
         """Store the response; its body's sha256 (None without a cache)."""
