@@ -134,6 +134,10 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
     judged_from: Optional[str] = None
     if live and logs and not smoke:
         facts, judged_from = _log_machine(snapshot, facts, matrix, logs)
+        if judged_from is None:
+            # the log's process ran with its own environment, not this shell's: an unset
+            # CUDA_VISIBLE_DEVICES here rules nothing out about the job that crashed
+            facts = facts.for_another_process()
     findings = advisory_findings(matrix, facts)
     if judged_from is None:
         # the GPUs and torch of this host: not the log's machine's

@@ -11,6 +11,8 @@ catalogue of fact paths is :data:`envlock.matrix.conditions.FACTS`.
 
 from __future__ import annotations
 
+import copy
+
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -138,6 +140,17 @@ class Facts:
 
     def elements(self, collection: str) -> Any:
         return self._collections.get(collection, UNKNOWN)
+
+    def for_another_process(self) -> "Facts":
+        """The same machine seen from another process on it: environment variables are
+        per process, so they become unknown (a job's CUDA_VISIBLE_DEVICES or NCCL_*
+        settings are not those of the shell that runs ``envlock doctor --log`` after it
+        crashed); everything else stays."""
+        other = copy.copy(self)
+        other._env = None
+        other._values = {k: v for k, v in self._values.items() if not k.startswith("env.")}
+        other._origins = {k: v for k, v in self._origins.items() if not k.startswith("env.")}
+        return other
 
     def origin(self, path: str) -> Optional[str]:
         """How the value of ``path`` was reached when it was not observed (None: observed,

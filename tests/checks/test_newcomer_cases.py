@@ -20,12 +20,13 @@ import shutil
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
 from envlock.lock.io import load_lock
 from envlock.probe.libraries import probe_libraries
+from envlock.snapshot import Library
 from support.cli import run_cli, run_proc
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -66,6 +67,13 @@ def _ld_conf(root: Path, dirs: Dict[str, Path]) -> Path:
     return conf
 
 
+def _ours(libs: Sequence[Library], root: Path) -> Tuple[Library, ...]:
+    """The test's own copies: ldconfig always adds its trusted directories (/lib, /usr/lib
+    and the multiarch ones) to a cache it builds, and a GPU host keeps CUDA libraries
+    there (the lent H100 host's cache held its own libcudart)."""
+    return tuple(x for x in libs if Path(x.path).is_relative_to(root))
+
+
 def _snapshot_for(target_name: str, libraries: Sequence[object], tmp: Path,
                   env: Optional[Dict[str, str]] = None) -> Path:
     """A build host that installed exactly the lock target's packages."""
@@ -93,8 +101,9 @@ def test_cuda13_toolkit_in_ld_so_conf_is_no_shadow_of_the_cuda12_wheel(tmp_path:
     toolkit = tmp_path / "usr/local/cuda-13.0/lib"
     _so(toolkit / "libcudart.so.13", "libcudart.so.13", ["CUDART_CODE=13000"])
     conf = _ld_conf(tmp_path, {"cuda-13-0.conf": toolkit})
-    libs = probe_libraries(env={}, site_dirs=[str(site)], ld_cache=str(conf.parent / "ld.so.cache"),
-                           cuda_roots=[], default_dirs=(), ld_so_conf=str(conf))
+    libs = _ours(probe_libraries(env={}, site_dirs=[str(site)],
+                                 ld_cache=str(conf.parent / "ld.so.cache"), cuda_roots=[],
+                                 default_dirs=(), ld_so_conf=str(conf)), tmp_path)
     (system,) = [lib for lib in libs if lib.owner is None]
     # the probe says how the loader reaches it, and which file put it there
     assert (system.soname, system.via, system.via_source) == (
@@ -118,8 +127,9 @@ def test_a_same_soname_copy_from_ld_so_conf_is_fixed_in_that_file(tmp_path: Path
     toolkit = tmp_path / "usr/local/cuda-12.4/lib64"
     _so(toolkit / "libcudart.so.12", "libcudart.so.12", ["CUDART_CODE=12040"])
     conf = _ld_conf(tmp_path, {"cuda-12-4.conf": toolkit})
-    libs = probe_libraries(env={}, site_dirs=[str(site)], ld_cache=str(conf.parent / "ld.so.cache"),
-                           cuda_roots=[], default_dirs=(), ld_so_conf=str(conf))
+    libs = _ours(probe_libraries(env={}, site_dirs=[str(site)],
+                                 ld_cache=str(conf.parent / "ld.so.cache"), cuda_roots=[],
+                                 default_dirs=(), ld_so_conf=str(conf)), tmp_path)
     snap = _snapshot_for("h100-sxm", libs, tmp_path)
     r = run_cli("verify", "--lock", str(CU121), "--target", "h100-sxm", "--snapshot", str(snap),
                 "--stage", "build", "--json")

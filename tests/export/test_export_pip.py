@@ -29,6 +29,13 @@ def test_requirements_install_exactly_the_lock_into_a_fresh_venv(
     assert "2.5.1+cu121" in version_py.read_text()  # the PyTorch index's file
 
 
+def _without_pythonpath() -> dict:
+    """The venv's own view: packages on the test runner's PYTHONPATH (tools carried to a
+    host as wheels, say) are importable there too, so verify rightly judges them; the venv
+    run appends envlock's directory itself."""
+    return {k: v for k, v in clean_env().items() if k != "PYTHONPATH"}
+
+
 def test_the_installed_venv_passes_envlock_verify_build(installed_venv: InstalledVenv,
                                                        tmp_path: Path) -> None:
     import envlock.cli
@@ -46,7 +53,7 @@ def test_the_installed_venv_passes_envlock_verify_build(installed_venv: Installe
     proc = subprocess.run(
         [str(installed_venv.python), "-c", code, "verify", "--lock", str(installed_venv.lock),
          "--target", installed_venv.target, "--stage", "build", "--json"],
-        env=clean_env(), capture_output=True, text=True, timeout=60)
+        env=_without_pythonpath(), capture_output=True, text=True, timeout=60)
     assert proc.stderr == "", proc.stderr
     check_verify_build(proc.stdout, proc.returncode, installed_venv.python.parent.parent,
                        installed_venv.target)

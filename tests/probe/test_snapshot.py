@@ -35,7 +35,9 @@ def schema() -> dict:
 
 
 def fixtures() -> list:
-    return sorted((DATA / "snapshots").glob("*.json"))
+    """Made-up machines, and real ones recorded on lent GPU hosts (tests/data/device)."""
+    return (sorted((DATA / "snapshots").glob("*.json"))
+            + sorted((DATA / "device").glob("*/snapshot-*.json")))
 
 
 def test_schema_ships_with_the_package() -> None:

@@ -19,7 +19,8 @@ def test_a_sample_of_the_hostile_run_keeps_the_contract() -> None:
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "hostile_run.py"),
                         "--cases", cases, "--seed", "7", "--case-limit", "120"],
                        capture_output=True, text=True, timeout=1800,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                           x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)))
     assert p.returncode in (0, 1), p.stderr[-2000:]  # 3: a case hung (faulthandler)
     summary = json.loads(p.stdout)
     assert summary["cases"] == int(cases)

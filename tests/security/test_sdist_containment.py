@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -137,13 +138,20 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The cache, and build directories under this test's tmp_path (see :func:`_marked`)."""
     d = tmp_path / "cache"
     monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(d))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # the stdlib caches its first answer
     return d
 
 
-def _marked() -> List[int]:
-    """Processes of any build, found by the marker in their environment."""
+def _marked(scope: Path) -> List[int]:
+    """Processes of a build of this test, found by the marker in their environment and a
+    hook HOME under ``scope`` (the test's temporary directory: builds of tests running
+    beside this one, under pytest-xdist, are not this test's leftovers)."""
+    home = f"HOME={scope}/".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -152,7 +160,9 @@ def _marked() -> List[int]:
             env = Path("/proc", entry, "environ").read_bytes()
         except OSError:
             continue
-        if any(v.startswith(contain.MARKER.encode() + b"=") for v in env.split(b"\0")):
+        values = env.split(b"\0")
+        if (any(v.startswith(contain.MARKER.encode() + b"=") for v in values)
+                and any(v.startswith(home) for v in values)):
             found.append(int(entry))
     return found
 
@@ -173,7 +183,7 @@ def test_a_double_forked_daemon_does_not_outlive_the_build(
     log.unlink(missing_ok=True)
     r = resolve(world, *_args(world, "daemon"), "-o", str(tmp_path / "l.lock"))
     assert r.code == 0, r.err
-    assert _marked() == []  # nothing of the build is running once resolve returns
+    assert _marked(tmp_path) == []  # nothing of the build is running once resolve returns
     size = log.stat().st_size if log.exists() else 0
     # no process is left to write: the size cannot change any more (checked after a
     # scan of every process found none, so no waiting on time is needed for the claim)
@@ -187,7 +197,7 @@ def test_a_grandchild_holding_the_output_does_not_stall_resolve(
     r = resolve(world, *_args(world, "holder"), "-o", str(tmp_path / "l.lock"))
     assert r.code == 0, r.err
     assert time.monotonic() - start < 60  # it held stdout for 120 s
-    assert _marked() == []
+    assert _marked(tmp_path) == []
 
 
 def test_the_build_deadline_kills_a_hanging_hook(world: IndexServer, tmp_path: Path,
@@ -197,7 +207,7 @@ def test_the_build_deadline_kills_a_hanging_hook(world: IndexServer, tmp_path: P
     r = resolve(world, *_args(world, "hang"), "-o", str(tmp_path / "l.lock"))
     assert r.code == 7, r.err
     assert "hang-1.0.tar.gz" in r.err and "ENVLOCK_BUILD_DEADLINE" in r.err
-    assert _marked() == []
+    assert _marked(tmp_path) == []
 
 
 def test_envlock_no_build_forbids_running_a_backend(world: IndexServer, tmp_path: Path,
@@ -323,11 +333,12 @@ def test_a_signal_during_a_hanging_hook_ends_envlock_and_the_hook(
         world: IndexServer, tmp_path: Path, sig: int, code: int) -> None:
     proc = _start(world, tmp_path, "hang")
     _wait_for(world.shared / "hang-started", proc)  # type: ignore[attr-defined]
+    assert _marked(tmp_path) != []  # the scan sees this test's hook while it runs
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)  # it hung for ever before
     assert proc.returncode == code, err
     assert "Traceback" not in err
-    assert _marked() == []
+    assert _marked(tmp_path) == []
     assert _left_behind(tmp_path) == []
 
 
@@ -340,7 +351,7 @@ def test_sigkill_of_envlock_leaves_no_hook_and_no_build_directory(
     # the reaper (and the parent-death signal) act when envlock's end closes their pipe:
     # wait for that event, bounded
     end = time.monotonic() + 60
-    while (_marked() or _left_behind(tmp_path)) and time.monotonic() < end:
+    while (_marked(tmp_path) or _left_behind(tmp_path)) and time.monotonic() < end:
         time.sleep(0.1)
-    assert _marked() == []
+    assert _marked(tmp_path) == []
     assert _left_behind(tmp_path) == []

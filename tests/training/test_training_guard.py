@@ -243,3 +243,41 @@ def test_coqui_job_with_and_without_numpy(tmp_path, numpy, mode) -> None:
         assert p.returncode == 0, p.stderr[-3000:]
         assert p.stdout.count("trained") == 2
         assert not _guard_lines(p.stderr), p.stderr
+
+
+def _nccl() -> bool:
+    import torch.distributed as dist
+
+    return _gpus() >= 1 and dist.is_available() and dist.is_nccl_available()
+
+
+def _last_json(text: str) -> dict:
+    return json.loads([x for x in text.splitlines() if x.startswith("{")][-1])
+
+
+@pytest.mark.skipif(not _nccl(), reason="an NCCL process group needs a GPU and NCCL")
+@pytest.mark.parametrize("mode, ids", [
+    ("share", ["training-device-binding", "training-model-unwrapped"]),
+    ("share-nosampler", ["training-data-sharding", "training-device-binding",
+                         "training-model-unwrapped"]),
+])
+def test_on_nccl_the_guard_speaks_before_nccl_refuses_the_shared_gpu(
+        tmp_path, mode: str, ids: List[str]) -> None:
+    """Two ranks on cuda:0 with an NCCL process group: the guard's exchange goes through
+    the c10d store, not a collective, so it reports the binding before the user's DDP
+    line fails in NCCL ("Duplicate GPU detected"). Recorded on an H100 host:
+    tests/data/device/h100-2026-11-27/guard-nccl-*.json."""
+    p = _run([str(HERE / "nccl_guard.py"), mode], 2, tmp_path, gpu=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = _last_json(p.stdout)
+    assert got["ids"] == ids and got["ddp"] == "DistBackendError", got
+    assert "Duplicate GPU detected" in p.stdout + p.stderr
+
+
+@pytest.mark.skipif(not _nccl(), reason="an NCCL process group needs a GPU and NCCL")
+def test_on_nccl_a_bound_sharded_ddp_run_trains_with_a_silent_strict_guard(tmp_path) -> None:
+    p = _run([str(HERE / "nccl_guard.py"), "bound"], min(_gpus(), 2), tmp_path, gpu=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = _last_json(p.stdout)
+    assert got["ids"] == [] and got["trained"] is True, got
+
