@@ -22,7 +22,7 @@ import json
 import os
 import sys
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -43,6 +43,7 @@ from envlock.index.pages import (
     parse_json,
     valid_digest,
 )
+from envlock.index.workers import BULK, URGENT, Workers
 from envlock.index.zipread import RemoteZip
 
 __all__ = ["IndexClient", "parse_page"]
@@ -78,7 +79,7 @@ class IndexClient:
         self.max_pages = _env_count("ENVLOCK_MAX_PAGES", DEFAULT_MAX_PAGES)
         self.transport = Transport(config, cache_dir, offline=offline, on_request=on_request,
                                    refresh=refresh)
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pool: Optional[Workers] = None
         # TLS handshakes are CPU-bound: many more parallel connections than cores slow
         # every request down (measured: 16 at once on 2 cores took 0.5 s each), yet with
         # batches of metadata asked ahead (closure.Finder._batch_prefetch) 4 workers left
@@ -90,6 +91,9 @@ class IndexClient:
         self._variants_json: Dict[str, Tuple[Optional[dict], Optional[str]]] = {}
         self._pages: Dict[Tuple[str, str], "Future[Optional[ProjectPage]]"] = {}
         self._meta: Dict[Tuple[str, str, str], "Future[Metadata]"] = {}
+        #: queued fetches by ("page", index, name) or ("meta", index, url, sha256), so a
+        #: more urgent ask can move one up (:meth:`_promote`)
+        self._jobs: Dict[Tuple[str, ...], "_Once"] = {}
         #: the tag-triple filter pages are narrowed with (:meth:`narrow_pages`)
         self._fits: Optional[Callable[[str], bool]] = None
         # builds are CPU- and disk-heavy: one at a time
@@ -113,24 +117,53 @@ class IndexClient:
         if "envlock.index.contain" in sys.modules:  # a build may be running: end it now
             sys.modules["envlock.index.contain"].kill_all()
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown()
         self.transport.close()
 
-    def _submit(self, fn: Callable[..., object], *args: object) -> Future:
+    def _queue(self, key: Tuple[str, ...], fn: Callable[[], None], priority: int) -> None:
+        """Queue a fetch that a later, more urgent ask may move up (:meth:`_promote`)."""
+        job = _Once(fn, priority)
+        with self._lock:
+            self._jobs[key] = job
+        self._submit(job, priority=priority)
+
+    def _promote(self, key: Tuple[str, ...], priority: int) -> None:
+        """A fetch queued at a lower priority and not started yet is queued again at
+        ``priority`` (it runs once, from whichever entry a worker takes first): work asked
+        ahead of need must not hold back the same fetch once it is needed. Called with
+        the lock held."""
+        job = self._jobs.get(key)
+        if job is None or priority >= job.priority or not job.pending:
+            return
+        job.priority = priority
+        try:
+            if self._pool is not None:
+                self._pool.submit(job, priority=priority)
+        except RuntimeError:
+            pass  # shut down: the resolution is over
+
+    def _submit(self, fn: Callable[..., object], *args: object,
+                priority: int = BULK) -> Future:
+        """Run ``fn(*args)`` on a worker; :data:`~envlock.index.workers.URGENT` work
+        (metadata) is taken before pages (see :mod:`envlock.index.workers`)."""
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="envlock")
-            return self._pool.submit(fn, *args)
+                self._pool = Workers(self._max_workers, "envlock")
+            return self._pool.submit(fn, *args, priority=priority)
 
     # -- pages -------------------------------------------------------------------------
     def page_url(self, index: str, name: str) -> str:
         return f"{index.rstrip('/')}/{canonicalize_name(name)}/"
 
-    def prefetch_page(self, index: str, name: str) -> "Future[Optional[ProjectPage]]":
+    def prefetch_page(self, index: str, name: str,
+                      priority: int = BULK) -> "Future[Optional[ProjectPage]]":
+        """The page's future; its fetch queued at ``priority`` (see
+        :mod:`envlock.index.workers`), or moved up to it when it waits lower."""
         key = (index, canonicalize_name(name))
         with self._lock:
             fut = self._pages.get(key)
             if fut is not None:
+                self._promote(("page",) + key, priority)
                 return fut
             fut = Future()
             self._pages[key] = fut
@@ -153,7 +186,7 @@ class IndexClient:
         else:
             def job() -> None:
                 _run_into(fut, self._fetch_page, index, key[1])
-            self._submit(job)
+            self._queue(("page",) + key, job, priority)
         return fut
 
     def is_cached(self, index: str, name: str) -> bool:
@@ -163,7 +196,7 @@ class IndexClient:
 
     def page(self, index: str, name: str) -> Optional[ProjectPage]:
         """The project page, or None when the index does not have the project."""
-        return self.prefetch_page(index, name).result()
+        return self.prefetch_page(index, name, URGENT).result()  # waited for: first
 
     def narrow_pages(self, fits: Callable[[str], bool]) -> None:
         """Keep pages read from now on narrowed to files whose tag triple passes
@@ -246,11 +279,12 @@ class IndexClient:
             pass
 
     # -- metadata ----------------------------------------------------------------------
-    def prefetch_metadata(self, dist: Dist) -> "Future[Metadata]":
+    def prefetch_metadata(self, dist: Dist, priority: int = URGENT) -> "Future[Metadata]":
         key = (redact(dist.index), dist.url, dist.sha256 or "")
         with self._lock:
             fut = self._meta.get(key)
             if fut is not None:
+                self._promote(("meta",) + key, priority)
                 return fut
             fut = Future()
             self._meta[key] = fut
@@ -259,7 +293,7 @@ class IndexClient:
         else:
             def job() -> None:
                 _run_into(fut, self._fetch_metadata, dist)
-            self._submit(job)
+            self._queue(("meta",) + key, job, priority)
         return fut
 
     def fetch_ahead(self, dist: Dist) -> None:
@@ -649,3 +683,25 @@ def parse_page(body: bytes, content_type: str, url: str, index: str,
 def _first_line(exc: BaseException) -> str:
     text = str(exc).replace("\r", " ").replace("\n", " ")
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+class _Once:
+    """A queued fetch that may be queued again at a higher priority: whichever queue
+    entry a worker takes first runs it; the others find nothing to do."""
+
+    __slots__ = ("_fn", "_lock", "priority")
+
+    def __init__(self, fn: Callable[[], None], priority: int) -> None:
+        self._fn: Optional[Callable[[], None]] = fn
+        self._lock = threading.Lock()
+        self.priority = priority
+
+    @property
+    def pending(self) -> bool:
+        return self._fn is not None
+
+    def __call__(self) -> None:
+        with self._lock:
+            fn, self._fn = self._fn, None
+        if fn is not None:
+            fn()

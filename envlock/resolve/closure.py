@@ -39,6 +39,7 @@ from envlock.errors import ConflictError, InputError
 from envlock.index.client import IndexClient
 from envlock.index.config import redact
 from envlock.index.pages import MAX_TAGS, Dist, triple_key
+from envlock.index.workers import AHEAD, BULK, URGENT
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 from envlock.wheelvariants import Fit, VariantHost, judge_variant
@@ -168,6 +169,13 @@ class Finder:
         #: candidate list a batch prefetch reached (:meth:`_batch_prefetch`)
         self._tried: Dict[str, Set[Version]] = {}
         self._batched: Dict[str, Tuple[int, int]] = {}
+        #: projects whose dependencies are not fetched ahead (:meth:`_run_ahead`): the
+        #: torch walk's, which never walks into the torch family (a bare torch>=2.0 would
+        #: range-read the newest torch wheel's 15,000-member zip for nothing)
+        self.no_run_ahead: FrozenSet[str] = frozenset()
+        #: a guess made ahead of need (the likely torch build's closure, read while the
+        #: torch walk runs): every fetch it asks for waits behind everyone else's
+        self.ahead = False
 
     # -- pages ---------------------------------------------------------------------------
     def _pages(self, name: str, block: bool = True,
@@ -180,8 +188,9 @@ class Finder:
         have to wait, after attaching ``on_pending`` to the page it waits for.
         """
         indexes, strict = self.policy.indexes_for(name)
+        priority = AHEAD if self.ahead else (URGENT if block else BULK)
         for ix in indexes:
-            fut = self.client.prefetch_page(ix, name)
+            fut = self.client.prefetch_page(ix, name, priority)
             if not block and not fut.done():
                 if on_pending is not None:
                     fut.add_done_callback(on_pending)
@@ -460,7 +469,8 @@ class Finder:
         # Never blocks: if a page is still on its way, try again when it arrives.
         def again(_fut: Any) -> None:
             try:
-                self.client._submit(self._try_prefetch_meta, req, alone)
+                self.client._submit(self._try_prefetch_meta, req, alone,
+                                    priority=AHEAD if self.ahead else URGENT)
             except RuntimeError:
                 pass  # the pool is shut down: the resolution is over
 
@@ -472,8 +482,31 @@ class Finder:
                 if listed:
                     first = self.first_match(alone.specifier, req.name)
             if first is not None and first.best.is_wheel:
-                self.client.prefetch_metadata(first.best)
+                fut = self.client.prefetch_metadata(first.best,
+                                                    AHEAD if self.ahead else URGENT)
+                if not fut.done():  # (answered from the cache: nothing to run ahead of)
+                    fut.add_done_callback(lambda f: self._run_ahead(f, req))
         except Exception:  # noqa: BLE001 - prefetch is best effort; the real call reports
+            pass
+
+    def _run_ahead(self, fut: Any, req: Req) -> None:
+        """The metadata of a likely pick arrived from the network: prefetch its
+        dependencies now, in the worker that read it. Waiting until the walk or the
+        resolver reaches the project queues them behind every project listed before it,
+        a slow page among them (measured on torch + transformers + accelerate + datasets:
+        huggingface-hub's dependencies were asked for 380 ms after its metadata came,
+        while the walk waited for regex's 6 MB page)."""
+        try:
+            meta = fut.result()
+            extras = ("",) + tuple(sorted(req.extras))
+            for r in meta.requirements_for(req.extras):
+                name = _canon(r.name)
+                if name in self.no_run_ahead:
+                    continue
+                if any(self._applies(r, e) for e in extras):
+                    self.prefetch(Req(name, r.specifier, frozenset(_canon(e) for e in r.extras),
+                                      parent=f"{req.name} (ahead)"))
+        except Exception:  # noqa: BLE001 - best effort, as prefetch
             pass
 
     # -- dependencies --------------------------------------------------------------------

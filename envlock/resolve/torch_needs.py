@@ -30,7 +30,8 @@ and its explanations work unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import (TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence,
+                    Set, Tuple)
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -109,13 +110,16 @@ class Walk:
 
 
 def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
-                env: Mapping[str, str], limit: int = MAX_VISITS) -> Walk:
+                env: Mapping[str, str], limit: int = MAX_VISITS,
+                started: Optional[Callable[[], None]] = None) -> Walk:
     """Torch-family constraints anywhere in the closure of the requirements' best candidates.
 
     Best effort where the cache cannot answer offline or an sdist's metadata cannot be
     built (the closure reports either when it needs that package); every other index
     failure propagates. The walk goes level by level and starts no new level after
     ``limit`` projects; it says so when that left projects unread (:attr:`Walk.note`).
+    ``started`` is called once the first level's fetches are queued (work that may wait
+    behind them goes there).
     """
     from envlock.resolve.closure import Req
 
@@ -133,10 +137,14 @@ def torch_needs(finder: "Finder", requirements: Sequence[Requirement],
         level.append(_Hop(Req(name, r.specifier, extras, parent="user"), (), True))
     seen: Set[str] = set()
     visits = 0
+    finder.no_run_ahead = _SKIP
     while level and visits < limit:
         hops = _merge(level, seen)
         for hop in hops:
             finder.prefetch(hop.req)
+        if started is not None:
+            started()
+            started = None
         level = []
         for hop in hops:
             visits += 1

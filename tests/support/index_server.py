@@ -164,6 +164,9 @@ class IndexServer:
         self.fail_status = 503
         #: path substring -> seconds to stall before answering
         self.stall: Dict[str, float] = {}
+        #: path substring -> event the answer waits for (60 s at most): a test holds a
+        #: request open while it checks what else the client does meanwhile
+        self.gates: Dict[str, threading.Event] = {}
         self.ranges = True
         #: exact path -> (status, body, content type[, extra headers]) answered verbatim
         self.raw: Dict[str, tuple] = {}
@@ -275,9 +278,12 @@ class IndexServer:
                     self._send(h, self.fail_status, b"injected failure", "text/plain", head)
                     return
             stall = next((s for sub, s in self.stall.items() if sub in path), 0.0)
+            gate = next((g for sub, g in self.gates.items() if sub in path), None)
             raw = self.raw.get(path)
             loop = any(sub in path for sub in self.redirect_loop)
             endless = next((n for sub, n in self.endless.items() if sub in path), None)
+        if gate is not None:
+            gate.wait(60)
         if stall:
             time.sleep(stall)
         if loop:
