@@ -40,7 +40,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "compat-matrix"

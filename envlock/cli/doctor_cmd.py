@@ -126,8 +126,6 @@ def run(args: argparse.Namespace, out: Any) -> int:
     elif args.target:
         raise InputError("--target names a target of --lock; pass --lock FILE too")
     if args.junit:
-        from pathlib import Path
-
         from envlock.lock.io import atomic_write_text
 
         checks = ["advisories"] + [s.name for s in result.smoke]

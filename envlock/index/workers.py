@@ -52,6 +52,9 @@ class Workers:
         self._tokens: "queue.SimpleQueue[Optional[int]]" = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: List[threading.Thread] = []
+        #: threads waiting for a token: a new thread starts only when none waits (as
+        #: ThreadPoolExecutor): every extra thread contends for the GIL on each read
+        self._idle = 0
         self._closed = False
 
     def submit(self, fn: Callable[..., Any], *args: Any, priority: int = BULK) -> Future:
@@ -62,8 +65,10 @@ class Workers:
             if self._closed:
                 raise RuntimeError("cannot schedule new work after shutdown")
             self._levels[min(max(priority, URGENT), AHEAD)].append((fut, fn, args))
-            if len(self._threads) < self._size:
-                t = threading.Thread(target=self._work, daemon=True,
+            if self._idle > 0:
+                self._idle -= 1  # that thread takes this job
+            elif len(self._threads) < self._size:
+                t = threading.Thread(target=self._work, args=(True,), daemon=True,
                                      name=f"{self._name}_{len(self._threads)}")
                 self._threads.append(t)
                 t.start()
@@ -94,8 +99,13 @@ class Workers:
                 continue
         return None
 
-    def _work(self) -> None:
+    def _work(self, assigned: bool) -> None:
+        """``assigned``: started for a job already queued (not idle for the next one)."""
         while True:
+            if not assigned:
+                with self._lock:
+                    self._idle += 1
+            assigned = False
             if self._tokens.get() is None:
                 return
             job = self._next()

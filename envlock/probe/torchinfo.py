@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import mmap
-import os
 import re
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple

@@ -14,6 +14,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import (
     Any,
+    Callable,
     Dict,
     FrozenSet,
     Iterable,
