@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, get_args
 
-__all__ = ["Finding", "SEVERITIES", "sort_findings", "CATEGORIES", "EVIDENCE"]
+__all__ = ["Finding", "Severity", "Category", "Evidence", "SEVERITIES", "sort_findings",
+           "CATEGORIES", "EVIDENCE"]
 
-SEVERITIES = ("error", "warning", "info")
-CATEGORIES = ("gpu-arch", "driver", "library", "nccl", "topology", "host", "packages",
-              "config", "training")
-_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
+#: the closed sets a finding is made of: a value outside them is a bug where it is made,
+#: so :class:`Finding` refuses it there (not later, in a renderer or a JUnit file)
+Severity = Literal["error", "warning", "info"]
+Category = Literal["gpu-arch", "driver", "library", "nccl", "topology", "host", "packages",
+                   "python", "config", "training"]
 #: How a finding is known, strongest first: a symptom pattern matched in a log, a process
 #: death (signal, timeout) corroborated by a fact, the machine's facts alone. A finding
 #: without an ``evidence`` label (verify's own checks) counts as ``condition``.
-EVIDENCE = ("pattern", "signal", "condition")
+Evidence = Literal["pattern", "signal", "condition"]
+
+SEVERITIES: Tuple[str, ...] = get_args(Severity)
+CATEGORIES: Tuple[str, ...] = get_args(Category)
+EVIDENCE: Tuple[str, ...] = get_args(Evidence)
+_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
 _EVIDENCE = {e: i for i, e in enumerate(EVIDENCE)}
 
 
@@ -23,8 +30,8 @@ class Finding:
     """One problem (or note) about a machine, with the exact way to fix it."""
 
     id: str
-    severity: str  # error | warning | info
-    category: str
+    severity: Severity
+    category: Category
     title: str
     detail: str = ""
     fix: Tuple[str, ...] = ()
@@ -35,9 +42,20 @@ class Finding:
     score: Optional[float] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False)
     #: how it is known: one of :data:`EVIDENCE` (None: the machine's facts)
-    evidence: Optional[str] = None
+    evidence: Optional[Evidence] = None
     #: fact paths that were unknown: the advisory is reported but "not confirmed"
     not_confirmed: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"finding {self.id}: severity {self.severity!r} is not one of "
+                             f"{', '.join(SEVERITIES)}")
+        if self.category not in CATEGORIES:
+            raise ValueError(f"finding {self.id}: category {self.category!r} is not one of "
+                             f"{', '.join(CATEGORIES)}")
+        if self.evidence is not None and self.evidence not in EVIDENCE:
+            raise ValueError(f"finding {self.id}: evidence {self.evidence!r} is not one of "
+                             f"{', '.join(EVIDENCE)}")
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"id": self.id, "severity": self.severity,
