@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 from support.index_server import IndexServer
@@ -75,57 +76,61 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexServer]:
         yield srv
 
 
+@contextmanager
+def _held_client(world: IndexServer, tmp_path: Path) -> Iterator[Tuple[IndexClient, str,
+                                                                      threading.Event]]:
+    """A client with one worker, held busy until the event is set: what is asked for
+    meanwhile queues, and runs in the queue's order once it is set."""
+    ix = world.url("pypi")
+    client = IndexClient(IndexConfig(index_url=ix, retries=0, timeout=10),
+                         cache_dir=tmp_path / "cache", max_workers=1)
+    gate = threading.Event()
+    try:
+        job = _gated_job(gate)
+        client._submit(job)
+        assert job.running.wait(60)
+        yield client, ix, gate
+    finally:
+        gate.set()
+        client.close()
+
+
+def _gated_job(gate: threading.Event) -> Any:
+    running = threading.Event()
+
+    def hold() -> None:
+        running.set()
+        gate.wait(60)
+
+    hold.running = running  # type: ignore[attr-defined]
+    return hold
+
+
+def _pages_fetched(world: IndexServer, before: int) -> List[str]:
+    return [p for p in world.requests()[before:] if p.endswith("/")]
+
+
 def test_a_guess_that_becomes_needed_is_fetched_before_bulk_work(world: IndexServer,
                                                                  tmp_path: Path) -> None:
     """A page asked for as a guess (AHEAD) waits behind every other page; once a thread
     waits for it, it moves up: fetched before a page asked for in between."""
-    ix = world.url("pypi")
-    client = IndexClient(IndexConfig(index_url=ix, retries=0, timeout=10),
-                         cache_dir=tmp_path / "cache", max_workers=1)
-    try:
-        gate = threading.Event()
-        running = threading.Event()
-
-        def hold() -> None:
-            running.set()
-            gate.wait(60)
-
-        client._submit(hold)
-        assert running.wait(60)
+    with _held_client(world, tmp_path) as (client, ix, gate):
         before = len(world.requests())
         guessed = client.prefetch_page(ix, "guessed", AHEAD)
         plain = client.prefetch_page(ix, "plain", BULK)
         client.prefetch_page(ix, "guessed", URGENT)  # now needed
         gate.set()
         assert guessed.result(60) is not None and plain.result(60) is not None
-        pages = [p for p in world.requests()[before:] if p.endswith("/")]
-        assert pages == ["/pypi/simple/guessed/", "/pypi/simple/plain/"], pages
-    finally:
-        client.close()
+        assert _pages_fetched(world, before) == ["/pypi/simple/guessed/", "/pypi/simple/plain/"]
 
 
 def test_without_the_need_the_guess_waits_behind_bulk_work(world: IndexServer,
                                                            tmp_path: Path) -> None:
     """The other half of the test above: the order it checks is not the order of asking."""
-    ix = world.url("pypi")
-    client = IndexClient(IndexConfig(index_url=ix, retries=0, timeout=10),
-                         cache_dir=tmp_path / "cache", max_workers=1)
-    try:
-        gate = threading.Event()
-        running = threading.Event()
-
-        def hold() -> None:
-            running.set()
-            gate.wait(60)
-
-        client._submit(hold)
-        assert running.wait(60)
+    with _held_client(world, tmp_path) as (client, ix, gate):
         before = len(world.requests())
         guessed = client.prefetch_page(ix, "guessed", AHEAD)
         plain = client.prefetch_page(ix, "plain", BULK)
         gate.set()
         assert guessed.result(60) is not None and plain.result(60) is not None
-        pages = [p for p in world.requests()[before:] if p.endswith("/")]
-        assert pages == ["/pypi/simple/plain/", "/pypi/simple/guessed/"], pages
-    finally:
-        client.close()
+        assert _pages_fetched(world, before) == ["/pypi/simple/plain/", "/pypi/simple/guessed/"]
