@@ -12,7 +12,6 @@ catalogue of fact paths is :data:`envlock.matrix.conditions.FACTS`.
 from __future__ import annotations
 
 import copy
-
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from envlock.resolve.closure import Finder, Req
 
 __all__ = ["torch_index_url", "wanted_versions", "explicit_prereleases", "read_ahead",
-           "closure_finder", "closure_of", "constraints_kept", "override_origins",
+           "closure_finder", "start_build", "closure_of", "constraints_kept", "override_origins",
            "parse_all", "overrides_req", "gpu_core"]
 
 _PYTORCH_DEFAULT = "https://download.pytorch.org/whl"
@@ -77,7 +77,6 @@ def read_ahead(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
     triton, ...), so a wrong guess costs no metadata. Best effort: nothing is raised;
     the closure reads whatever it needs, from memory where this fetched it."""
     from envlock.index.workers import AHEAD
-    from envlock.resolve.closure import Req, reqs_from
 
     try:
         choice = choose_variant(matrix, spec, request.torch, request.cuda,
@@ -88,17 +87,10 @@ def read_ahead(request: ResolveRequest, matrix: Matrix, config: IndexConfig,
         overrides = {str(canonicalize_name(r.name)): r for r in choice.overrides}
         finder = closure_finder(request, matrix, client, config, target, v, tindex, None)
         finder.ahead = True
-        hints = reqs_from(parse_all(build_hints(matrix, v)), target.markers,
-                          parent="matrix hint")
         if pins_one_release(request):
-            torch = Req("torch", SpecifierSet(f"=={v.version_string}"),
-                        parent="hardware choice")
-            finder.add_roots([torch])
-            finder.prefetch(torch)
-            for hint in hints:
-                finder.prefetch(overrides_req(hint, overrides))
+            start_build(finder, matrix, target, v, overrides, [_torch_root(v)])
         else:
-            for hint in hints:
+            for hint in _hints(matrix, target, v):
                 indexes, _ = finder.policy.indexes_for(hint.name)
                 if indexes:
                     client.prefetch_page(indexes[0], hint.name, AHEAD)
@@ -118,44 +110,63 @@ def build_hints(matrix: Matrix, v: TorchVariant) -> List[str]:
 
 
 def closure_finder(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
-                    config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
-                    host: Optional[VariantHost]) -> "Finder":
+                   config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
+                   host: Optional[VariantHost]) -> "Finder":
     from envlock.resolve.closure import Finder
 
     return Finder(client, SourcePolicy(config, tindex), target,
                   wanted_versions(matrix, v, request.requirements),
                   allowed_for=v.version_string, prerelease=request.prerelease,
-                  explicit_prereleases=explicit_prereleases(request.requirements), variant_host=host)
+                  explicit_prereleases=explicit_prereleases(request.requirements),
+                  variant_host=host)
+
+
+def _torch_root(v: TorchVariant) -> "Req":
+    from envlock.resolve.closure import Req
+
+    return Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")
+
+
+def _hints(matrix: Matrix, target: Target, v: TorchVariant) -> List["Req"]:
+    from envlock.resolve.closure import reqs_from
+
+    return reqs_from(parse_all(build_hints(matrix, v)), target.markers, parent="matrix hint")
+
+
+def start_build(finder: "Finder", matrix: Matrix, target: Target, v: TorchVariant,
+                overrides: Dict[str, Requirement], roots: List["Req"]) -> None:
+    """Start fetching a build's closure: torch's page and metadata first (the critical
+    path, often a slow range read), then, in parallel, what the matrix already knows
+    torch requires (its pins and Requires-Dist), each as an advisory override makes it.
+    Guesses stay inside ``roots`` (see ``Finder.prefetch``); ``roots[0]`` is torch."""
+    finder.add_roots(roots)
+    finder.prefetch(roots[0])
+    for hint in _hints(matrix, target, v):
+        finder.prefetch(overrides_req(hint, overrides))
 
 
 def closure_of(request: ResolveRequest, matrix: Matrix, client: "IndexClient",
-             config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
-             overrides: Dict[str, Requirement],
-             on_event: Optional[Callable[[str], None]],
-             why: Optional[Dict[str, str]] = None,
-             walked: Optional["Finder"] = None,
-             host: Optional[VariantHost] = None,
-             notes: Optional[List[str]] = None) -> Tuple[List[LockedPackage],
-                                                         Dict[str, str], set]:
+               config: IndexConfig, target: Target, v: TorchVariant, tindex: str,
+               overrides: Dict[str, Requirement],
+               on_event: Optional[Callable[[str], None]],
+               why: Optional[Dict[str, str]] = None,
+               walked: Optional["Finder"] = None,
+               host: Optional[VariantHost] = None,
+               notes: Optional[List[str]] = None) -> Tuple[List[LockedPackage],
+                                                           Dict[str, str], set]:
     """The closure's packages, their versions, and the packages whose requirement from the
     torch build an advisory replaced (the others' advisory requirements were constraints).
     PEP 825 variant wheels are judged against ``host``; the decision lines saying which
     variant was locked, and why, are appended to ``notes``."""
-    from envlock.resolve.closure import Req, apply_overrides_to_direct, reqs_from, resolve_closure
+    from envlock.resolve.closure import apply_overrides_to_direct, reqs_from, resolve_closure
 
     finder = closure_finder(request, matrix, client, config, target, v, tindex, host)
     if walked is not None:
         finder.adopt(walked)
-    reqs = [Req("torch", SpecifierSet(f"=={v.version_string}"), parent="hardware choice")]
+    reqs = [_torch_root(v)]
     reqs += apply_overrides_to_direct(reqs_from(request.requirements, target.markers),
                                       overrides, why or {})
-    # The matrix already knows torch's Requires-Dist: start fetching those pages and
-    # metadata now, in parallel with torch's own (often slow, range-read) metadata.
-    finder.add_roots(reqs)  # speculation stays inside them (see Finder.prefetch)
-    finder.prefetch(reqs[0])  # the critical path first: torch's page and metadata
-    for hint in reqs_from(parse_all(build_hints(matrix, v)), target.markers,
-                          parent="matrix hint"):
-        finder.prefetch(overrides_req(hint, overrides))
+    start_build(finder, matrix, target, v, overrides, reqs)
     constraints: Dict[str, SpecifierSet] = {}
     for c in reqs_from(request.constraints, target.markers, parent="constraint"):
         constraints[c.name] = constraints.get(c.name, SpecifierSet()) & c.specifier

@@ -178,6 +178,11 @@ class Finder:
         #: torch walk runs): every fetch it asks for waits behind everyone else's
         self.ahead = False
 
+    @property
+    def _urgency(self) -> int:
+        """The priority of this finder's most urgent fetches: a guess's wait behind all."""
+        return AHEAD if self.ahead else URGENT
+
     # -- pages ---------------------------------------------------------------------------
     def _pages(self, name: str, block: bool = True,
                on_pending: Optional[Any] = None) -> Optional[Tuple[str, List[Dist]]]:
@@ -189,7 +194,7 @@ class Finder:
         have to wait, after attaching ``on_pending`` to the page it waits for.
         """
         indexes, strict = self.policy.indexes_for(name)
-        priority = AHEAD if self.ahead else (URGENT if block else BULK)
+        priority = self._urgency if self.ahead or block else BULK
         for ix in indexes:
             fut = self.client.prefetch_page(ix, name, priority)
             if not block and not fut.done():
@@ -471,7 +476,7 @@ class Finder:
         def again(_fut: Any) -> None:
             try:
                 self.client._submit(self._try_prefetch_meta, req, alone,
-                                    priority=AHEAD if self.ahead else URGENT)
+                                    priority=self._urgency)
             except RuntimeError:
                 pass  # the pool is shut down: the resolution is over
 
@@ -483,8 +488,7 @@ class Finder:
                 if listed:
                     first = self.first_match(alone.specifier, req.name)
             if first is not None and first.best.is_wheel:
-                fut = self.client.prefetch_metadata(first.best,
-                                                    AHEAD if self.ahead else URGENT)
+                fut = self.client.prefetch_metadata(first.best, self._urgency)
                 if not fut.done():  # (answered from the cache: nothing to run ahead of)
                     fut.add_done_callback(lambda f: self._run_ahead(f, req))
         except Exception:  # noqa: BLE001 - prefetch is best effort; the real call reports
