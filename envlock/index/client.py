@@ -114,10 +114,12 @@ class IndexClient:
         second (so Ctrl-C or an error does not wait for a slow index; the worker threads
         must end before the interpreter can exit)."""
         self.transport.cancel()
-        if "envlock.index.contain" in sys.modules:  # a build may be running: end it now
-            sys.modules["envlock.index.contain"].kill_all()
         if self._pool is not None:
             self._pool.shutdown()
+        if "envlock.index.contain" in sys.modules:
+            # a build may be running: end it now, and let it remove its directory (the
+            # workers are daemons: the process would not wait for them at exit)
+            sys.modules["envlock.index.contain"].kill_all(settle=True)
         self.transport.close()
 
     def _queue(self, key: Tuple[str, ...], fn: Callable[[], None], priority: int) -> None:

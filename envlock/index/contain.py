@@ -33,16 +33,18 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Set
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Set
 
 from envlock.errors import BuildError
 
 __all__ = ["Step", "run_step", "hook_environment", "kill_all", "isolation", "Reaper",
-           "MARKER", "DEFAULT_DEADLINE"]
+           "build_directory", "MARKER", "DEFAULT_DEADLINE"]
 
 #: the variable that marks every process of a build (found again through /proc)
 MARKER = "ENVLOCK_BUILD_MARK"
@@ -201,13 +203,53 @@ _LIVE: Set[int] = set()
 _LIVE_LOCK = threading.Lock()
 
 
-def kill_all() -> None:
+#: build directories in use: :func:`kill_all` waits (bounded) until their builds have
+#: removed them, because the worker threads are daemons that an exiting process does not
+#: wait for (SIGTERM during a build left ``envlock-build-*`` behind)
+_DIRS: Dict[str, int] = {}  # path -> the thread building there
+_DIRS_GONE = threading.Condition(_LIVE_LOCK)
+#: the most :func:`kill_all` waits for builds to remove their directories (the reaper
+#: removes what is left after envlock has ended)
+_SETTLE_SECONDS = 15.0
+
+
+@contextmanager
+def build_directory(prefix: str) -> Iterator[Path]:
+    """A temporary directory for one build, removed when the block ends and only then
+    struck from the reaper's list (a process that ends mid-removal still has it
+    removed by the reaper)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    with _LIVE_LOCK:
+        _DIRS[tmp] = threading.get_ident()
+    Reaper.tell(f"+dir {tmp}")
+    try:
+        yield Path(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        Reaper.tell(f"-dir {tmp}")
+        with _LIVE_LOCK:
+            _DIRS.pop(tmp, None)
+            _DIRS_GONE.notify_all()
+
+
+def kill_all(settle: bool = False) -> None:
     """Kill every build step running in this process (the client's close, Ctrl-C,
-    SIGTERM, exit): their waits return at once."""
+    SIGTERM, exit): their waits return at once. ``settle``: then wait, at most
+    :data:`_SETTLE_SECONDS`, until every other thread's build has removed its
+    directory."""
     with _LIVE_LOCK:
         groups = list(_LIVE)
     for pgid in groups:
         _kill_group(pgid)
+    if settle:
+        end = time.monotonic() + _SETTLE_SECONDS
+        with _LIVE_LOCK:
+            me = threading.get_ident()
+            while any(owner != me for owner in _DIRS.values()):
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                _DIRS_GONE.wait(left)
 
 
 def _kill_group(pgid: int) -> None:

@@ -174,14 +174,10 @@ _MAX_REQUIRES = 1000
 
 
 def _build_metadata(data: bytes, filename: str, settings: BuildSettings, run: _Run) -> bytes:
-    from envlock.index.contain import Reaper
+    from envlock.index.contain import build_directory
 
-    with tempfile.TemporaryDirectory(prefix="envlock-build-", ignore_cleanup_errors=True) as tmp:
-        Reaper.tell(f"+dir {tmp}")  # removed by the reaper if envlock is killed
-        try:
-            return _build_in(Path(tmp), data, filename, settings, run)
-        finally:
-            Reaper.tell(f"-dir {tmp}")
+    with build_directory("envlock-build-") as tmp:
+        return _build_in(tmp, data, filename, settings, run)
 
 
 def _build_in(root: Path, data: bytes, filename: str, settings: BuildSettings,
