@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, Union
+from typing import Iterator, Optional, Sequence, Tuple, Union
 
 __all__ = ["cache_dir", "read_entry", "write_entry", "entry_exists", "root_warning"]
 
@@ -76,7 +79,8 @@ def _open_root(root: Path, create: bool) -> int:
 def _open_sub(parent: int, name: str, create: bool) -> int:
     """The directory ``name`` under ``parent``, opened without following a link; made
     (0700) when ``create`` and absent, or when a link or a file stands in its place."""
-    for attempt in (0, 1):
+    # at most: unlink what stands there, make the directory, open it
+    for attempt in range(3):
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
         except FileNotFoundError:
@@ -88,7 +92,7 @@ def _open_sub(parent: int, name: str, create: bool) -> int:
                 pass
             continue
         except OSError:
-            # ELOOP (a link) or ENOTDIR (a file): not ours to follow; replace it
+            # ELOOP (a link) or ENOTDIR (a file): not ours to follow; replace it (once)
             if not create or attempt:
                 raise
             os.unlink(name, dir_fd=parent)
@@ -101,7 +105,7 @@ def _open_sub(parent: int, name: str, create: bool) -> int:
     raise OSError(f"cannot make cache directory {name}")
 
 
-def _walk(root: Path, dirs: Sequence[str], create: bool) -> int:
+def _walk_fresh(root: Path, dirs: Sequence[str], create: bool) -> int:
     fd = _open_root(root, create)
     try:
         for name in dirs:
@@ -114,18 +118,127 @@ def _walk(root: Path, dirs: Sequence[str], create: bool) -> int:
     return fd
 
 
+#: directories already walked to (and checked) in this process, kept open: a resolve reads
+#: and writes hundreds of entries in a few dozen directories, and a fresh walk is ~8 system
+#: calls, each of which hands the GIL to another thread. A kept descriptor is our own
+#: checked directory whatever happens to its path later (a rename cannot redirect it); one
+#: that was removed (no links left) is walked to again.
+_OPEN: "OrderedDict[Tuple[str, Tuple[str, ...]], _Kept]" = OrderedDict()
+_OPEN_LOCK = threading.Lock()
+_OPEN_PID = [os.getpid()]
+
+
+def _max_open() -> int:
+    """At most 64 kept directories, and an eighth of the process's descriptor limit (the
+    sockets and build steps need the rest)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 16
+    return 64 if soft < 0 or soft == resource.RLIM_INFINITY else max(4, min(64, soft // 8))
+
+
+#: the most directories kept open
+_MAX_OPEN = _max_open()
+
+
+class _Kept:
+    """One kept descriptor, closed only when no thread is using it (a descriptor closed
+    under a thread's feet could be reused by another open, and the entry written there).
+    Its fields change with :data:`_OPEN_LOCK` held."""
+
+    __slots__ = ("fd", "users", "dropped", "closed")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.users = 1
+        self.dropped = False
+        self.closed = False
+
+
+def _acquire(root: Path, dirs: Tuple[str, ...], create: bool) -> _Kept:
+    """The kept descriptor of ``root/dirs...`` (one more user), reached from its parent's
+    kept descriptor as :func:`_walk_fresh` would: a cold run that looks for hundreds of
+    absent entries opens the root once, not once per entry."""
+    key = (str(root), dirs)
+    with _OPEN_LOCK:
+        if _OPEN_PID[0] != os.getpid():  # a forked child: its own list, its own checks
+            _OPEN.clear()  # (the parent's descriptors stay open: the child may not own them)
+            _OPEN_PID[0] = os.getpid()
+        kept = _OPEN.get(key)
+        if kept is not None:
+            _OPEN.move_to_end(key)
+            kept.users += 1
+    if kept is not None:
+        try:
+            alive = os.fstat(kept.fd).st_nlink > 0
+        except OSError:
+            alive = False
+        if alive:
+            return kept
+        with _OPEN_LOCK:  # removed since: walk to whatever is there now
+            if _OPEN.get(key) is kept:
+                del _OPEN[key]
+            kept.dropped = True
+        _release(kept)
+    if dirs:
+        parent = _acquire(root, dirs[:-1], create)
+        try:
+            fd = _open_sub(parent.fd, dirs[-1], create)
+        finally:
+            _release(parent)
+    else:
+        fd = _open_root(root, create)
+    kept = _Kept(fd)
+    evicted = []
+    with _OPEN_LOCK:
+        if key in _OPEN:  # another thread kept one first: this one is used once
+            kept.dropped = True
+        else:
+            _OPEN[key] = kept
+            while len(_OPEN) > _MAX_OPEN:
+                old = _OPEN.popitem(last=False)[1]
+                old.dropped = True
+                if old.users == 0 and not old.closed:
+                    old.closed = True
+                    evicted.append(old.fd)
+    for fd in evicted:
+        os.close(fd)
+    return kept
+
+
+def _release(kept: _Kept) -> None:
+    with _OPEN_LOCK:
+        kept.users -= 1
+        close = kept.dropped and kept.users == 0 and not kept.closed
+        if close:
+            kept.closed = True
+    if close:
+        os.close(kept.fd)
+
+
+@contextmanager
+def _directory(root: Path, dirs: Sequence[str], create: bool) -> Iterator[int]:
+    """A descriptor of the directory ``root/dirs...`` for one use, kept open for the
+    next."""
+    kept = _acquire(root, tuple(dirs), create)
+    try:
+        yield kept.fd
+    finally:
+        _release(kept)
+
+
 def read_entry(root: PathLike, path: PathLike, limit: Optional[int] = None) -> bytes:
     """The bytes of the cache entry ``path`` (under ``root``); OSError when it is absent,
     not a regular file, not owned by this user, reached through a link, or larger than
     ``limit``."""
     root = Path(root)
     parts = _parts(root, Path(path))
-    dfd = _walk(root, parts[:-1], create=False)
-    try:
+    with _directory(root, parts[:-1], create=False) as dfd:
         fd = os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0),
                      dir_fd=dfd)
-    finally:
-        os.close(dfd)
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode) or (st.st_uid != _uid() and _uid() != -1):
@@ -141,15 +254,10 @@ def entry_exists(root: PathLike, path: PathLike) -> bool:
     root = Path(root)
     try:
         parts = _parts(root, Path(path))
-        dfd = _walk(root, parts[:-1], create=False)
+        with _directory(root, parts[:-1], create=False) as dfd:
+            st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
     except OSError:
         return False
-    try:
-        st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
-    except OSError:
-        return False
-    finally:
-        os.close(dfd)
     return stat.S_ISREG(st.st_mode) and (st.st_uid == _uid() or _uid() == -1)
 
 
@@ -159,8 +267,7 @@ def write_entry(root: PathLike, path: PathLike, data: bytes, *, durable: bool = 
     treat the cache as an optimisation and go on)."""
     root = Path(root)
     parts = _parts(root, Path(path))
-    dfd = _walk(root, parts[:-1], create=True)
-    try:
+    with _directory(root, parts[:-1], create=True) as dfd:
         name = parts[-1]
         tmp = f".{name}.{os.urandom(6).hex()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600,
@@ -179,8 +286,6 @@ def write_entry(root: PathLike, path: PathLike, data: bytes, *, durable: bool = 
             except OSError:
                 pass
             raise
-    finally:
-        os.close(dfd)
 
 
 def _entry_mode() -> int:
@@ -191,7 +296,7 @@ def _entry_mode() -> int:
 
 def iter_entries(root: PathLike, dirs: Sequence[str]) -> Iterator[str]:  # pragma: no cover
     """Names in a cache directory (for cleaning), reached without following links."""
-    dfd = _walk(Path(root), dirs, create=False)
+    dfd = _walk_fresh(Path(root), dirs, create=False)
     try:
         yield from os.listdir(dfd)
     finally:

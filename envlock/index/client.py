@@ -321,7 +321,7 @@ class IndexClient:
         same hash gets another entry, so it cannot plant metadata for this one."""
         if self.cache_dir is None or not valid_digest("sha256", dist.sha256):
             return None
-        ident = _digest("metadata-v2", redact(dist.index), str(dist.sha256))
+        ident = _digest("metadata-v3", redact(dist.index), str(dist.sha256))
         path = self.cache_dir / "metadata" / ident[:2] / f"{ident}.metadata"
         return path
 
@@ -331,7 +331,7 @@ class IndexClient:
         path = self._meta_path(dist)
         if path is not None:
             try:
-                return parse_metadata(self._read(path))
+                return parse_metadata(self._read_meta(path))
             except OSError:
                 pass
         if self.offline:
@@ -339,7 +339,7 @@ class IndexClient:
                                f"--offline forbids the network")
         blob = self._metadata_bytes(dist)
         if path is not None:
-            self._store(path, blob)
+            self._store_meta(path, blob)
         return parse_metadata(blob)
 
     def _metadata_bytes(self, dist: Dist) -> bytes:
@@ -414,7 +414,7 @@ class IndexClient:
             if p is None:
                 continue
             try:
-                blob = self._read(p)
+                blob = self._read_meta(p) if p == path else self._read(p)
             except OSError:
                 continue
             if p != path or not needs_build(blob):
@@ -427,16 +427,16 @@ class IndexClient:
         if dist.metadata is not None:
             blob = self._metadata_bytes(dist)  # the PEP 658 file, hash-checked
             if not needs_build(blob):
-                self._store(path, blob)
+                self._store_meta(path, blob)
                 return parse_metadata(blob)
         data = self.download(dist)  # checked against the index's sha256
         sha = dist.sha256 or hashlib.sha256(data).hexdigest()
         info = pkg_info(data, dist.filename)
         if info is not None and not needs_build(info):
-            self._store(path, info)
+            self._store_meta(path, info)
             return parse_metadata(info)
         if info is not None and self._trusts(dist, info):
-            self._store(path, info)  # read back only under the same option (above)
+            self._store_meta(path, info)  # read back only under the same option (above)
             return self._trusted_metadata(dist, info)
         built_path = self._built_path(sha)
         if built_path is not None:
@@ -508,6 +508,30 @@ class IndexClient:
             write_entry(self.cache_dir or path.parent, path, blob, durable=True)
         except (OSError, EnvlockError):
             replay.note_live("metadata could not be cached")
+
+    def _store_meta(self, path: Optional[Path], blob: bytes) -> None:
+        """Keep a file's metadata (fetched or read from an sdist) with its own sha256 in
+        front: a torn entry (a crash before the data reached the disk) is found when read
+        and fetched again, so the write needs no fsync (one per metadata, milliseconds
+        each, on the path of every answer the resolver waits for)."""
+        if path is None:
+            self._store(path, blob)
+            return
+        try:
+            write_entry(self.cache_dir or path.parent, path,
+                        _META_TAG + hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob)
+        except (OSError, EnvlockError):
+            replay.note_live("metadata could not be cached")
+
+    def _read_meta(self, path: Path) -> bytes:
+        """An entry :meth:`_store_meta` wrote, checked against its sha256 (OSError when it
+        is torn or not one: the caller fetches again)."""
+        data = self._read(path)
+        head, sep, blob = data.partition(b"\n")
+        if (not sep or not head.startswith(_META_TAG)
+                or head[len(_META_TAG):] != hashlib.sha256(blob).hexdigest().encode()):
+            raise OSError(f"cache entry {path} is torn or not envlock's")
+        return blob
 
     def _read(self, path: Path) -> bytes:
         """A cache entry: a regular file of this user, reached without following links,
@@ -596,6 +620,10 @@ class IndexClient:
                 if d.parsed and d.name == want:
                     out.append(d)
         return out
+
+
+#: the first line of a metadata entry: ``sha256=<hex digest of the rest>``
+_META_TAG = b"sha256="
 
 
 class _NoRanges(Exception):

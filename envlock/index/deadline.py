@@ -82,13 +82,31 @@ class _DeadlineSocket:
     def __init__(self, sock: Any) -> None:
         self._sock = sock
         self._timeout: Optional[float] = sock.gettimeout()
+        #: the timeout the socket has now: a read leaves its slice in place (setting a
+        #: socket's timeout is a system call, and every system call hands the GIL to
+        #: another thread: two per read were ~6,000 calls in a cold resolve); anything
+        #: else that may block gets the caller's timeout back first
+        self._applied: Optional[float] = self._timeout
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
 
     def settimeout(self, value: Optional[float]) -> None:
         self._timeout = value
-        self._sock.settimeout(value)
+        self._apply(value)
+
+    def _apply(self, value: Optional[float]) -> None:
+        if value != self._applied:
+            self._sock.settimeout(value)
+            self._applied = value
+
+    def sendall(self, data: Any, *args: Any) -> Any:
+        self._apply(self._timeout)
+        return self._sock.sendall(data, *args)
+
+    def send(self, data: Any, *args: Any) -> Any:
+        self._apply(self._timeout)
+        return self._sock.send(data, *args)
 
     def gettimeout(self) -> Optional[float]:
         return self._timeout
@@ -103,24 +121,22 @@ class _DeadlineSocket:
     def _wait(self, op: Any, *args: Any) -> Any:
         state = current()
         if state is None:
+            self._apply(self._timeout)
             return op(*args)
         patience = self._timeout
         waited = 0.0
-        try:
-            while True:
-                left = state.check()
-                step = min(_SLICE, left)
-                if patience is not None:
-                    step = min(step, max(patience - waited, 0.0))
-                    if step <= 0:
-                        raise socket.timeout("timed out")
-                self._sock.settimeout(step)
-                try:
-                    return op(*args)
-                except socket.timeout:
-                    waited += step
-        finally:
-            self._sock.settimeout(self._timeout)
+        while True:
+            left = state.check()
+            step = min(_SLICE, left)
+            if patience is not None:
+                step = min(step, max(patience - waited, 0.0))
+                if step <= 0:
+                    raise socket.timeout("timed out")
+            self._apply(step)
+            try:
+                return op(*args)
+            except socket.timeout:
+                waited += step
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         return int(self._wait(self._sock.recv_into, buffer, nbytes, flags))

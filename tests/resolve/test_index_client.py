@@ -214,3 +214,29 @@ def test_a_warm_cache_is_read_without_worker_threads_or_requests(server: IndexSe
         assert c._pool is None  # no worker thread was started
     assert warm == cold
     assert len(server.requests()) == asked
+
+
+def test_a_torn_metadata_entry_is_fetched_again_not_believed(server: IndexServer,
+                                                              tmp_path: Path) -> None:
+    """Metadata entries are written without an fsync (one per answer, milliseconds each)
+    and carry their own sha256: an entry cut short (a crash before the data reached the
+    disk) must not lock a package with fewer dependencies than it has."""
+    with client(server, tmp_path) as c:
+        d = [d for d in c.page(server.url("pypi"), "demo").dists if "2.0" in d.filename][0]
+        assert c.metadata(d).requires_dist == ("dep>=2", "extra-only; extra == 'x'")
+    entries = list((tmp_path / "cache" / "metadata").rglob("*.metadata"))
+    assert len(entries) == 1
+    whole = entries[0].read_bytes()
+    asked = len(server.requests(".whl.metadata"))
+    with client(server, tmp_path) as c:  # served from the cache
+        c.metadata([d for d in c.page(server.url("pypi"), "demo").dists
+                    if "2.0" in d.filename][0])
+    assert len(server.requests(".whl.metadata")) == asked
+    # cut after the first Requires-Dist: what is left still parses as metadata
+    entries[0].write_bytes(whole[: whole.index(b"Requires-Dist: dep>=2") + 22])
+    with client(server, tmp_path) as c:
+        md = c.metadata([d for d in c.page(server.url("pypi"), "demo").dists
+                         if "2.0" in d.filename][0])
+    assert md.requires_dist == ("dep>=2", "extra-only; extra == 'x'")
+    assert len(server.requests(".whl.metadata")) == asked + 1
+    assert entries[0].read_bytes() == whole  # and written again whole

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator, List
@@ -172,3 +173,101 @@ def test_another_user_cannot_make_roots_resolve_overwrite_roots_files(
         assert r.code == 0 and victim.read_bytes() == PRECIOUS
     finally:
         subprocess.run(["rm", "-rf", str(shared)], check=False)
+
+
+# -- directories kept open between entries ---------------------------------------------------
+# A run keeps the directories it has walked to open (a fresh walk per entry was ~8 system
+# calls). What happens to a path after its directory was first used must not redirect a
+# later write, and must not lose it either.
+
+def test_a_cache_directory_removed_after_use_is_made_again(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    write_entry(root, root / "pages" / "ab" / "one", b"1")
+    subprocess.run(["rm", "-rf", str(root)], check=True)  # `envlock cache clean`, or a user
+    write_entry(root, root / "pages" / "ab" / "two", b"2")
+    assert (root / "pages" / "ab" / "two").read_bytes() == b"2"
+    assert read_entry(root, root / "pages" / "ab" / "two") == b"2"
+
+
+def test_a_link_planted_where_a_used_cache_directory_was_is_not_entered(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_entry(root, root / "http" / "ab" / "one", b"1")
+    # removed and replaced by a link...
+    subprocess.run(["rm", "-rf", str(root / "http" / "ab")], check=True)
+    (root / "http" / "ab").symlink_to(elsewhere, target_is_directory=True)
+    write_entry(root, root / "http" / "ab" / "two", b"2")
+    assert list(elsewhere.iterdir()) == []
+    assert not (root / "http" / "ab").is_symlink()
+    assert read_entry(root, root / "http" / "ab" / "two") == b"2"
+    # ...or moved away and replaced by a link: the write stays in the user's own directory
+    os.rename(root / "http", tmp_path / "moved")
+    (root / "http").symlink_to(elsewhere, target_is_directory=True)
+    write_entry(root, root / "http" / "ab" / "three", b"3")
+    write_entry(root, root / "http" / "cd" / "four", b"4")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_threads_writing_to_more_directories_than_are_kept_open_lose_nothing(
+        tmp_path: Path) -> None:
+    """Directories are dropped from the kept list while other threads write in them: a
+    descriptor closed under a writer could be reused by another open, and the entry land
+    in the wrong directory."""
+    import threading
+
+    from envlock import _cache_files
+
+    root = tmp_path / "c"
+    dirs = [f"{i:03x}" for i in range(_cache_files._MAX_OPEN * 3)]
+    errors: List[BaseException] = []
+    go = threading.Event()
+
+    def writer(n: int) -> None:
+        go.wait()
+        try:
+            for k in range(4):
+                for j, d in enumerate(dirs):
+                    if (j + n) % 3 == 0:
+                        write_entry(root, root / d / f"w{n}-{k}", f"{d}/{n}/{k}".encode())
+                        assert read_entry(root, root / d / f"w{n}-{k}") == f"{d}/{n}/{k}".encode()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave between any two bytecodes
+    try:
+        for t in threads:
+            t.start()
+        go.set()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    for j, d in enumerate(dirs):
+        for n in range(6):
+            for k in range(4):
+                f = root / d / f"w{n}-{k}"
+                if (j + n) % 3 == 0:
+                    assert f.read_bytes() == f"{d}/{n}/{k}".encode()
+                else:
+                    assert not f.exists()
+    assert len(_cache_files._OPEN) <= _cache_files._MAX_OPEN
+
+
+def test_a_kept_directory_in_use_is_not_closed_when_another_use_finds_it_removed(
+        tmp_path: Path) -> None:
+    """One thread writes in a directory while another finds it removed (and walks to a new
+    one): the first one's descriptor must stay open until it is done with it."""
+    from envlock import _cache_files
+
+    root = tmp_path / "c"
+    write_entry(root, root / "a" / "one", b"1")
+    with _cache_files._directory(root, ("a",), create=True) as held:
+        subprocess.run(["rm", "-rf", str(root / "a")], check=True)
+        write_entry(root, root / "a" / "two", b"2")  # finds the kept one removed
+        os.fstat(held)  # still this use's descriptor (EBADF if it had been closed)
+        assert os.fstat(held).st_nlink == 0
+    assert read_entry(root, root / "a" / "two") == b"2"
