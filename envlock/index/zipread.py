@@ -22,6 +22,9 @@ _EOCD64 = b"PK\x06\x06"
 _CDH = b"PK\x01\x02"
 _LFH = b"PK\x03\x04"
 _TAIL = 64 * 1024 + 22
+#: the longest central directory fetched together with the files before it (larger ones,
+#: torch's 1.5 MB, are read on their own: the guess would double a large read)
+_SPECULATE_CD = 1024 * 1024
 
 #: fetch(start, end_inclusive) -> bytes; fetch(None, n) -> (last n bytes); returns
 #: (data, total_size or None)
@@ -64,6 +67,15 @@ class RemoteZip:
             if rec[:4] != _EOCD64:
                 raise IndexError_(f"{label}: bad zip64 end-of-central-directory record")
             n_total, cd_size, cd_offset = struct.unpack("<QQQ", rec[32:56])
+        if cd_offset < tail_start and cd_size <= _SPECULATE_CD:
+            # a central directory longer than the tail (a wheel of thousands of files):
+            # the dist-info files sit just before it (RECORD last, about as long as the
+            # directory, METADATA a little before), so one request for both spares the
+            # round trip that would follow for METADATA alone
+            start = max(0, cd_offset - cd_size - _TAIL)
+            data, _ = fetch(start, tail_start - 1)
+            if len(data) == tail_start - start:
+                tail, tail_start = data + tail, start
         cd = self._slice(tail, tail_start, cd_offset, cd_size)
         self.entries: Dict[str, ZipEntry] = _parse_cd(cd, label)
         # dist-info files are written last, so METADATA usually sits in this tail already

@@ -240,3 +240,21 @@ def test_a_torn_metadata_entry_is_fetched_again_not_believed(server: IndexServer
     assert md.requires_dist == ("dep>=2", "extra-only; extra == 'x'")
     assert len(server.requests(".whl.metadata")) == asked + 1
     assert entries[0].read_bytes() == whole  # and written again whole
+
+
+def test_a_wheel_of_thousands_of_files_is_read_in_two_ranges(tmp_path: Path) -> None:
+    """Without PEP 658 files (many mirrors), a wheel's METADATA comes from range reads.
+    When its central directory is longer than the first read of the file's tail, the
+    directory and the dist-info files just before it are read together: two requests, not
+    three (each one a round trip on the path of every answer the resolver waits for)."""
+    files = {f"big_pkg/sub{i // 100}/module_with_a_long_name_{i:05d}.py": b"x = 1\n"
+             for i in range(2500)}
+    with IndexServer() as srv:
+        srv.add_index("pypi").add(make_wheel(tmp_path / "w", "big-pkg", "1.0",
+                                             requires=["dep>=2"], files=files))
+        srv.indexes["pypi"].pep658 = False
+        with client(srv, tmp_path) as c:
+            d = c.page(srv.url("pypi"), "big-pkg").dists[0]
+            md = c.metadata(d)
+        assert md.name == "big-pkg" and md.requires_dist == ("dep>=2",)
+        assert len(srv.requests("big_pkg-1.0-py3-none-any.whl")) == 2
