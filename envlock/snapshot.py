@@ -36,6 +36,10 @@ SCHEMA = "envlock.snapshot/1"
 PROVENANCE = ("observed", "stated", "not-recorded")
 #: The facts provenance is kept for.
 FACT_GROUPS = ("driver", "gpus", "links", "packages", "libraries", "torch", "env", "host")
+#: variables a launcher sets in each process it starts (recorded by the probe; see
+#: :attr:`Snapshot.taken_in_a_job`)
+LAUNCHER_MARKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "SLURM_PROCID",
+                  "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 LINK_KINDS = ("NVLINK", "NVSWITCH", "PIX", "PXB", "PHB", "NODE", "SYS")
 
 
@@ -323,6 +327,13 @@ class Snapshot:
             if match not in out:
                 out.append(match)
         return out
+
+    @property
+    def taken_in_a_job(self) -> bool:
+        """Whether the recording process was started by a launcher (torchrun, srun, MPI):
+        its environment is then a job's. A snapshot taken from a login shell does not have
+        what the job's launcher or batch script exported, nor what it unset."""
+        return any(k in self.env for k in LAUNCHER_MARKS)
 
     def with_env(self, **env: str) -> "Snapshot":
         return replace(self, env={**self.env, **env})

@@ -11,8 +11,9 @@ advisory explains the log". A differential says instead, for each symptom the lo
 
   - **confirmed**: its condition holds on the machine (the log's own facts under the
     machine's, :func:`envlock.checks.logs.triage_logs`);
-  - **possible**: its condition is unknown: the facts that would decide it and the command
-    that gets them; an advisory decided inside the job (``log_only``) is possible when its
+  - **possible**: its condition is unknown: the facts that would decide it, the command
+    that gets them, and what is already known of it (the parts of the condition the
+    machine settled); an advisory decided inside the job (``log_only``) is possible when its
     own pattern is in the log;
   - **ruled out**: its condition is false, with the deciding facts, or the log names another
     cause (an ``absent`` pattern).
@@ -53,6 +54,8 @@ class Cause:
     decide: str = ""
     #: the advisory's own log line, when the log points at it
     evidence: str = ""
+    #: possible: the facts already known of its condition (what they rule out or meet)
+    known: Tuple[str, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"id": self.advisory, "title": self.title, "verdict": self.verdict,
@@ -61,6 +64,8 @@ class Cause:
             d["decide"] = self.decide
         if self.evidence:
             d["evidence"] = self.evidence
+        if self.known:
+            d["known"] = list(self.known)
         return d
 
 
@@ -172,7 +177,8 @@ def differential(logs: Sequence[Tuple[str, Union[str, bytes]]], matrix: Any,
         if out is not None and out.value is False:
             return Cause(aid, adv.title, "ruled-out", out.because, evidence=ev)
         unknown = out.unknown if out is not None else ()
-        return Cause(aid, adv.title, "possible", unknown, _decide(unknown, have_machine), ev)
+        return Cause(aid, adv.title, "possible", unknown, _decide(unknown, have_machine), ev,
+                     known=out.partial if out is not None else ())
 
     listed: Dict[str, int] = {}
 

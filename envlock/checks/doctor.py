@@ -33,11 +33,24 @@ class DoctorResult:
     judged_from: Optional[str] = None
     #: the logs' differential: each recognised symptom, then its causes ranked (issue 28)
     diagnosis: Optional["Differential"] = None
+    #: set when the machine's environment variables were not taken for the logs' process
+    #: (the job's own were not recorded): the one line that says so
+    environment: Optional[str] = None
 
     @property
     def ok(self) -> bool:
         """Nothing blocks training (warnings fail only ``--strict``, as in verify, fleet)."""
         return not any(f.severity == "error" for f in self.findings)
+
+    @property
+    def environment_matters(self) -> bool:
+        """Whether a cause the logs point at was left possible for want of the job's
+        environment variables (then :attr:`environment` is worth a line of the report)."""
+        if not self.environment or self.diagnosis is None:
+            return False
+        causes = [c for d in self.diagnosis.diagnoses for c in d.causes]
+        return any(c.verdict == "possible" and any(f.startswith("env.") for f in c.facts)
+                   for c in (*causes, *self.diagnosis.also))
 
     def failed(self, strict: bool = False) -> bool:
         return not self.ok or (strict and any(f.severity == "warning" for f in self.findings))
@@ -46,6 +59,8 @@ class DoctorResult:
         d: Dict[str, object] = {"ok": self.ok, "findings": [f.to_dict() for f in self.findings]}
         if self.judged_from:
             d["judged_from"] = self.judged_from
+        if self.environment:
+            d["environment"] = self.environment
         if self.diagnosis is not None:
             d["diagnosis"] = self.diagnosis.to_dict()
         if self.ruled_out:
@@ -132,12 +147,23 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
 
     facts = facts_from_snapshot(snapshot, matrix)
     judged_from: Optional[str] = None
+    environment: Optional[str] = None
     if live and logs and not smoke:
         facts, judged_from = _log_machine(snapshot, facts, matrix, logs)
         if judged_from is None:
             # the log's process ran with its own environment, not this shell's: an unset
             # CUDA_VISIBLE_DEVICES here rules nothing out about the job that crashed
             facts = facts.for_another_process()
+            environment = ("this shell's environment variables are not the job's: causes "
+                           "that depend on them stay possible")
+    elif logs and not snapshot.taken_in_a_job:
+        # the same for a snapshot recorded from a shell (no launcher variables): the job's
+        # launcher or batch script may have set or unset what that shell had
+        facts = facts.for_another_process()
+        environment = ("the snapshot was taken outside a job (no RANK, SLURM_PROCID or other "
+                       "launcher variable): causes that depend on the job's environment "
+                       "variables stay possible; a snapshot taken inside the job (`srun "
+                       "envlock snapshot`, `envlock verify --stage runtime`) decides them")
     findings = advisory_findings(matrix, facts)
     if judged_from is None:
         # the GPUs and torch of this host: not the log's machine's
@@ -178,4 +204,4 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
     return DoctorResult(findings=tuple(sort_findings(settle_all(findings))),
                         smoke=tuple(annotated),
                         ruled_out=ruled, not_checked=tuple(skipped), judged_from=judged_from,
-                        diagnosis=diagnosis)
+                        diagnosis=diagnosis, environment=environment)

@@ -143,9 +143,15 @@ def run(args: argparse.Namespace, out: Any) -> int:
                                   else "this machine")
         if result.judged_from:
             out.print(result.judged_from)
-        n = sum(len(ids.split(", ")) for ids, _ in result.not_checked)
         diag = result.diagnosis
         style = style_for(out)
+        # an advisory a symptom already lists (possible: decided by ...) is not listed
+        # again as not checked
+        listed = ({c.advisory for d in diag.diagnoses for c in d.causes} |
+                  {c.advisory for c in diag.also}) if diag is not None else set()
+        skipped = [(", ".join(left), why) for ids, why in result.not_checked
+                   if (left := [i for i in ids.split(", ") if i not in listed])]
+        n = sum(len(ids.split(", ")) for ids, _ in skipped)
         suffix = (f" ({n} advisor{'y' if n == 1 else 'ies'} not checked, below)" if n else "")
         if diag is not None and diag.diagnoses:
             from dataclasses import replace
@@ -159,10 +165,12 @@ def run(args: argparse.Namespace, out: Any) -> int:
                                 ok_text="no cause confirmed" + suffix, style=style)
             rest = report_text([f for f in result.findings if f.id not in named],
                                subject=f"doctor {where}", verbose=args.verbose,
-                               skipped=result.not_checked, ok_text="", style=style)
+                               skipped=skipped, ok_text="", style=style)
             out.print(first.splitlines()[0])
             for line in diagnosis_lines(diag, verbose=args.verbose, style=style):
                 out.print(line)
+            if result.environment_matters:  # why a cause is only possible
+                out.print(result.environment)
             for line in rest.splitlines()[1:]:
                 out.print(line)
             result = replace(result, ruled_out=tuple(r for r in result.ruled_out
@@ -170,7 +178,7 @@ def run(args: argparse.Namespace, out: Any) -> int:
         else:
             ok_text = ("no advisory explains the log" if args.log else "no known problem")
             out.print(report_text(result.findings, subject=f"doctor {where}",
-                                  verbose=args.verbose, skipped=result.not_checked,
+                                  verbose=args.verbose, skipped=skipped,
                                   ok_text=ok_text + suffix, style=style))
             for note in diag.cut if diag is not None else ():
                 out.print("log cut: " + note)

@@ -78,6 +78,9 @@ def _symptom_lines(d: "Diagnosis", verbose: bool, style: Style, width: int) -> L
             if verdict == "possible":
                 if c.facts and c.facts != ("the log shows its error",):
                     out.append(" " * 13 + _cut("decided by " + ", ".join(c.facts), width - 13))
+                    if c.known:  # what the machine already settled of it
+                        out.append(" " * 13 + _cut(
+                            "known: " + ", ".join(_fact(f) for f in c.known), width - 13))
                 elif c.facts:
                     out.append(" " * 13 + "the log shows its own error line")
                 if c.decide and (verbose or not c.facts or c is shown[0]):

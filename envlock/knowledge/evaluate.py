@@ -62,12 +62,15 @@ class Outcome:
     ``value``: True, False or None (unknown). ``unknown``: sorted fact paths whose values
     were unknown and could have changed the verdict (empty unless ``value`` is None).
     ``because``: ``path=value`` texts of the observed facts that decided a True/False
-    verdict (empty for unknown).
+    verdict (empty for unknown). ``partial``: for an unknown verdict, the facts of the
+    parts that were decided (the branches of an ``any`` they rule out, the terms of an
+    ``all`` they meet): what is already known when only ``unknown`` is left to ask.
     """
 
     value: Tri
     unknown: Tuple[str, ...] = ()
     because: Tuple[str, ...] = ()
+    partial: Tuple[str, ...] = ()
 
     @property
     def known(self) -> bool:
@@ -192,10 +195,11 @@ def _combine(parts: Iterable[Outcome], conj: bool) -> Outcome:
         if p.value is None:
             seen_unknown = True
             unknown.extend(p.unknown)
+            decided.extend(p.partial)
         else:
             decided.extend(p.because)
     if seen_unknown:
-        return Outcome(None, _uniq(unknown), ())
+        return Outcome(None, _uniq(unknown), (), _uniq(decided))
     return Outcome(not dominant, (), _uniq(decided))
 
 
@@ -213,7 +217,7 @@ def _eval(cond: Mapping[str, Any], get: Callable[[str], Any], facts: Facts,
                         conj=False)
     if "not" in cond:
         r = _eval(cond["not"], get, facts, scope, origin)
-        return Outcome(kleene_not(r.value), r.unknown, r.because)
+        return Outcome(kleene_not(r.value), r.unknown, r.because, r.partial)
     if "some" in cond:
         coll = cond["some"]
         elems = facts.elements(coll)

@@ -55,8 +55,10 @@ CASES: Dict[str, Tuple[str, Any]] = {
     "assert.log": ("torch.device-side-assert", None),
     "assert-blocking.log": ("torch.device-side-assert", None),
     "illegal-address.log": ("cudart.cudaErrorIllegalAddress", None),
-    "no-visible-gpu.log": ("torch.no-gpus", None),
-    "bad-visible-gpu.log": ("torch.no-gpus", None),
+    # made with CUDA_VISIBLE_DEVICES='' and '7': the advisory that names the variable is
+    # the cause; the snapshot was taken from a shell, so it can only be possible
+    "no-visible-gpu.log": ("torch.no-gpus", "no-visible-gpu"),
+    "bad-visible-gpu.log": ("torch.no-gpus", "no-visible-gpu"),
 }
 
 
@@ -114,3 +116,55 @@ def test_a_live_doctor_does_not_rule_out_the_jobs_environment_by_its_own(
         causes = _causes(doc)
         assert causes["no-visible-gpu"] == "possible", causes
         assert causes["nvml-container-lost-devices"] == "ruled-out", causes  # NVML answered
+
+
+def _snapshot_with(tmp_path: Path, **env: str) -> Path:
+    """The host's snapshot as if taken in another process: its variables replaced by
+    ``env`` (the same machine, GPUs and libraries)."""
+    doc = json.loads(SNAPSHOT.read_text())
+    doc["env"] = dict(env)
+    out = tmp_path / "snapshot.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_a_snapshot_from_a_shell_does_not_rule_out_the_jobs_environment(
+        tmp_path: Path) -> None:
+    """``snapshot-deep.json`` was taken from a shell where CUDA_VISIBLE_DEVICES was unset;
+    the job that printed no-visible-gpu.log had it set to ''. Taken for the job's, that
+    shell's environment ruled the real cause out ("env.CUDA_VISIBLE_DEVICES=absent"). A
+    snapshot with no launcher variable is not the job's environment: the cause stays
+    possible, with the command that decides it and one line saying why. Inside the job
+    (a launcher's RANK present) the snapshot's variables decide, both ways."""
+    assert "RANK" not in json.loads(SNAPSHOT.read_text())["env"]
+    for log in ("no-visible-gpu.log", "bad-visible-gpu.log"):
+        doc = _doctor(log, "--snapshot", str(SNAPSHOT))
+        assert _causes(doc)["no-visible-gpu"] == "possible"
+        assert _causes(doc)["cpu-only-torch-on-gpu-host"] == "ruled-out"  # the machine's
+        assert "outside a job" in doc["environment"]
+    r = run_cli("doctor", "--log", str(HOST / "no-visible-gpu.log"), "--snapshot",
+                str(SNAPSHOT))
+    assert r.code == 1 and "taken outside a job" in r.out, r.out
+    in_job = _snapshot_with(tmp_path, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
+                            CUDA_VISIBLE_DEVICES="")
+    doc = _doctor("no-visible-gpu.log", "--snapshot", str(in_job))
+    assert _causes(doc)["no-visible-gpu"] == "confirmed" and "environment" not in doc
+    unset = _snapshot_with(tmp_path, SLURM_PROCID="0")
+    doc = _doctor("no-visible-gpu.log", "--snapshot", str(unset))
+    assert _causes(doc)["no-visible-gpu"] == "ruled-out"
+    # a log that no environment variable explains gets no such line
+    r = run_cli("doctor", "--log", str(HOST / "oom.log"), "--snapshot", str(SNAPSHOT))
+    assert "outside a job" not in r.out
+
+
+def test_a_snapshot_records_the_launchers_variables(tmp_path: Path) -> None:
+    """What tells a job's snapshot from a shell's is recorded by ``envlock snapshot``."""
+    import os
+
+    env = dict(os.environ, RANK="3", LOCAL_RANK="1", SLURM_PROCID="3", SLURM_JOB_ID="77")
+    r = run_proc("snapshot", "-o", str(tmp_path / "s.json"), env=env)
+    assert r.code == 0, r.err
+    recorded = json.loads((tmp_path / "s.json").read_text())["env"]
+    assert {k: recorded.get(k) for k in ("RANK", "LOCAL_RANK", "SLURM_PROCID",
+                                         "SLURM_JOB_ID")} == {
+        "RANK": "3", "LOCAL_RANK": "1", "SLURM_PROCID": "3", "SLURM_JOB_ID": "77"}

@@ -49,24 +49,51 @@ def test_seed_log_with_its_machine_names_the_symptom_what_is_ruled_out_and_the_n
     # the screen: the answer line, the symptom, its ruled-out causes, the next step
     log = tmp_path / "train.log"
     log.write_text(SEED)
-    r = run_cli("doctor", "--snapshot", str(SPEAKER), "--log", str(log))
+    # the screen, with the snapshot taken inside the job (a launcher's RANK recorded): the
+    # answer line, the symptom, its ruled-out causes, the next step
+    doc = json.loads(SPEAKER.read_text())
+    doc["env"] = {**doc.get("env", {}), "RANK": "0"}
+    in_job = tmp_path / "in-job.json"
+    in_job.write_text(json.dumps(doc))
+    r = run_cli("doctor", "--snapshot", str(in_job), "--log", str(log))
     lines = r.out.splitlines()
     assert r.code == 0 and "no advisory explains the log" not in r.out
-    assert lines[0].startswith(f"doctor {SPEAKER}: ")
+    assert lines[0].startswith(f"doctor {in_job}: ")
     assert lines[1].startswith("symptom: ncclSystemError")
     assert any(ln.strip().startswith("ruled out: nccl-unhandled-system-error (")
                and "host.shm_bytes=32 GiB" in ln for ln in lines)
     assert any(ln.strip().startswith("next:") and "NCCL_DEBUG=INFO" in ln for ln in lines)
     assert len(lines) <= 40
     # JSON and -v carry the same structure
-    data = json.loads(run_cli("doctor", "--snapshot", str(SPEAKER), "--log", str(log),
+    data = json.loads(run_cli("doctor", "--snapshot", str(in_job), "--log", str(log),
                               "--json").out)
     sym = data["diagnosis"]["symptoms"][0]
     assert sym["symptom"] == "nccl.ncclSystemError" and "NCCL_DEBUG=INFO" in sym["next"]
     verdicts = {c["id"]: c["verdict"] for c in sym["causes"]}
     assert verdicts["nccl-unhandled-system-error"] == "ruled-out"
-    verbose = run_cli("doctor", "--snapshot", str(SPEAKER), "--log", str(log), "-v").out
+    verbose = run_cli("doctor", "--snapshot", str(in_job), "--log", str(log), "-v").out
     assert all(f"ruled out: {c}" in verbose for c, v in verdicts.items() if v == "ruled-out")
+    # the field report's own snapshot has no launcher variable: whether the job set
+    # NCCL_SOCKET_IFNAME=docker0 is not known from it, so that cause stays possible, with
+    # what the machine already rules out of it and the command that decides the rest
+    r = run_cli("doctor", "--snapshot", str(SPEAKER), "--log", str(log))
+    lines = r.out.splitlines()
+    assert lines[0].startswith(f"doctor {SPEAKER}: ") and "no advisory" not in r.out
+    at = next(i for i, ln in enumerate(lines)
+              if ln.strip().startswith("possible:  nccl-unhandled-system-error"))
+    assert lines[at + 1].strip() == "decided by env.NCCL_SOCKET_IFNAME"
+    assert lines[at + 2].strip() == "known: host.shm_bytes=32 GiB, library.nccl.versions=1"
+    assert "echo $NCCL_SOCKET_IFNAME" in lines[at + 3]
+    assert any("taken outside a job" in ln for ln in lines)
+    # an advisory the symptom lists as possible is not listed again as not checked
+    assert not any(ln.startswith("not checked:") and "nccl-unhandled-system-error" in ln
+                   for ln in lines)
+    data = json.loads(run_cli("doctor", "--snapshot", str(SPEAKER), "--log", str(log),
+                              "--json").out)
+    cause = next(c for c in data["diagnosis"]["symptoms"][0]["causes"]
+                 if c["id"] == "nccl-unhandled-system-error")
+    assert cause["verdict"] == "possible" and cause["facts"] == ["env.NCCL_SOCKET_IFNAME"]
+    assert cause["known"] == ["host.shm_bytes=34359738368", "library.nccl.versions=1"]
 
 
 def test_without_a_machine_the_causes_are_possible_with_the_command_that_decides_them() -> None:

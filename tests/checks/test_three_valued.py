@@ -91,7 +91,11 @@ def test_some_over_elements_is_kleene_any() -> None:
 def test_outcome_names_unknown_and_deciding_facts() -> None:
     cond = {"all": [LEAF[True], LEAF[None], {"fact": "package.vllm", "present": True}]}
     out = judge(cond, Facts({"gpu.count": 2, "driver.version": UNKNOWN}, {}, None, {}, {}))
-    assert out == Outcome(None, ("driver.version", "package.vllm"), ())
+    # unknown: what decides it, and what is already known of it (the term it meets)
+    assert out == Outcome(None, ("driver.version", "package.vllm"), (), ("gpu.count=2",))
+    out = judge({"any": [LEAF[False], LEAF[None]]},
+                Facts({"gpu.count": 1, "driver.version": UNKNOWN}, {}, None, {}, {}))
+    assert out == Outcome(None, ("driver.version",), (), ("gpu.count=1",))
     out = judge({"all": [LEAF[None], LEAF[False]]}, FACTS)
     assert out == Outcome(False, (), ("gpu.count=2",))
     assert judge(LEAF[True], FACTS).because == ("gpu.count=2",)
@@ -175,7 +179,9 @@ def test_hang_log_on_a_healthy_h800_reports_no_geforce_advisory() -> None:
 def test_no_known_false_advisory_is_ever_reported_for_any_log_symptom() -> None:
     """Every symptom and signal of every advisory, pasted as a log on the healthy 8x H100
     base: nothing reported is known false there."""
-    snap = _snap()
+    # taken inside the job (a launcher's RANK): its environment is the job's, so env
+    # facts decide as well (a shell's snapshot leaves them unknown for a log: below)
+    snap = _snap().with_env(RANK="0")
     facts = facts_from_snapshot(snap, M)
     for adv in M.advisories.values():
         lines = [p.replace("\\", "") for p in adv.symptoms] + [
