@@ -488,9 +488,43 @@ def _run(args: argparse.Namespace, out: Any) -> int:
                 out.print(f"  - {line}")
             for r in t.driver_min_reasons:
                 out.print(f"  - driver minimum: {r}")
+    hint = _installed_torch_hint(args, request, lock, command, matrix)
+    if hint:
+        out.print(hint)
     if path:
         out.print(f"wrote {path}")
     return ExitCode.OK
+
+
+def _installed_torch_hint(args: argparse.Namespace, request: Any, lock: Any, command: str,
+                          matrix: Any) -> Optional[str]:
+    """``--from-snapshot`` with no torch asked for locks the newest torch for the machine's
+    GPUs, which may not be the one it runs: say so, with the command that locks the
+    installed release (and its CUDA line) instead."""
+    if not args.from_snapshot or str(request.torch) or len(lock.targets) != 1:
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    from envlock.snapshot import load_snapshot
+
+    snap = load_snapshot(args.from_snapshot)
+    have = snap.packages.get("torch") or (snap.torch.version if snap.torch else None)
+    picked = lock.targets[0].torch
+    if not have or picked is None:
+        return None
+    try:
+        release = Version(have.split("+")[0]).base_version
+        if release == Version(picked.installed_version.split("+")[0]).base_version:
+            return None
+    except InvalidVersion:
+        return None
+    rerun = [command, "--torch", shlex.quote(f"=={release}")]
+    cuda = snap.torch.cuda if snap.torch else None
+    if cuda and not args.cuda and cuda in matrix.cuda_lines:
+        rerun += ["--cuda", cuda]
+    return (f"the snapshot's machine has torch {_one_line_text(have)}; this lock picks "
+            f"{picked.installed_version}, the newest for its GPUs. To lock the installed "
+            f"release: {' '.join(rerun)}")
 
 
 def _print_installer_env(out: Any, env: Dict[str, str], verbose: bool) -> None:

@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from envlock import _toml
+from envlock.matrix import get_matrix
 from support.cli import run_cli
 from support.index_server import IndexServer
 from support.torch_world import (add_cpython_package, add_package, add_pytorch_index_build,
@@ -243,6 +245,57 @@ def test_several_targets_in_one_lock(world: IndexServer, tmp_path: Path, cache: 
     assert r.code == 0, r.err
     lock = load(out)
     assert [t["name"] for t in lock["target"]] == ["a100-sxm4-80gb", "h100-sxm"]
+
+
+@pytest.fixture(scope="module")
+def newest_world(tmp_path_factory: pytest.TempPathFactory):
+    """The matrix's newest torch and 2.3.1, for Python 3.12, on one index."""
+    tmp = tmp_path_factory.mktemp("newest")
+    newest = max(get_matrix().torch_releases, key=Version)
+    with IndexServer() as srv:
+        pypi = srv.add_index("pypi")
+        done: dict = {}
+        add_torch_release(pypi, tmp, newest, python="3.12", done=done)
+        add_torch_release(pypi, tmp, "2.3.1", python="3.12", done=done)
+        srv.newest = newest  # type: ignore[attr-defined]
+        yield srv
+
+
+def test_from_snapshot_says_when_the_lock_is_not_the_installed_torch(
+        newest_world: IndexServer, tmp_path: Path, cache: Path) -> None:
+    """A snapshot of a machine that runs torch 2.3.1 (cu121), resolved with no torch asked
+    for: the lock takes the newest torch the index has for its GPUs, and a line says so
+    with the command that locks the installed release instead; that command works."""
+    import shlex
+
+    world, newest = newest_world, newest_world.newest  # type: ignore[attr-defined]
+    snap = {"schema": "envlock.snapshot/1", "taken_at": None,
+            "host": {"machine": "x86_64", "glibc": "2.35"},
+            "python": {"version": "3.12.3"},
+            "driver": {"version": "580.159.04", "cuda": "13.0", "fabric_manager": "running"},
+            "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
+                      "memory_mib": 81559} for i in range(8)],
+            "links": [], "packages": {"torch": "2.3.1"}, "libraries": [],
+            "torch": {"version": "2.3.1+cu121", "cuda": "12.1"}, "env": {}}
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps(snap))
+    out = tmp_path / "envlock.lock"
+    r = resolve(world, "--from-snapshot", str(path), "-o", str(out))
+    assert r.code == 0, r.err
+    assert load(out)["target"][0]["torch"]["version"] == newest
+    line = next(ln for ln in r.out.splitlines() if "the snapshot's machine has torch" in ln)
+    assert f"this lock picks {newest}" in line
+    command = shlex.split(line.split("To lock the installed release: ", 1)[1])
+    assert command[:2] == ["envlock", "resolve"] and "==2.3.1" in command
+    assert command[command.index("--cuda") + 1] == "12.1"
+    again = run_cli(*command[1:])
+    assert again.code == 0, again.err
+    t = load(out)["target"][0]
+    assert t["torch"]["version"] == "2.3.1" and t["torch"]["cuda"] == "12.1"
+    assert "the snapshot's machine has torch" not in again.out
+    # a torch the user asked for is not second-guessed
+    r = resolve(world, "--from-snapshot", str(path), "--torch", f"=={newest}", "-o", str(out))
+    assert r.code == 0 and "the snapshot's machine has torch" not in r.out
 
 
 def test_from_snapshot(world: IndexServer, tmp_path: Path, cache: Path) -> None:
