@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envlock.errors import ExitCode, UsageError
 
@@ -315,11 +315,38 @@ def _relative_to_lock(digests: Dict[str, str], output: str) -> Dict[str, str]:
     return out
 
 
+def _ask_early(client: Any, config: Any, requirements: Sequence[str]) -> None:
+    """Ask the first index for the pages of the command line's requirements now, before
+    the matrix is read and the request built (~0.2 s of a cold start, imports mostly):
+    the resolution asks for them first anyway, from the same index, and the client gives
+    it these answers. The torch family and CUDA wheels are left to the resolution (their
+    index depends on the build it picks); a line that does not parse is left to it too,
+    which says what is wrong with it."""
+    from envlock.families import TORCH_FAMILY, is_cuda_wheel
+
+    if not config.indexes:
+        return
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    for text in requirements[:64]:
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except InvalidRequirement:
+            continue
+        if name not in TORCH_FAMILY and not is_cuda_wheel(name):
+            client.prefetch_page(config.indexes[0], name)
+
+
 def _index_config(args: argparse.Namespace) -> Any:
     """pip's configuration, then the requirements files' index lines, then the command
     line's options (the command line's --index-url wins over a file's)."""
     from envlock.index.config import load_index_config
 
+    if not (args.requirement or args.constraint):  # (no file: envlock.resolve not read yet)
+        return load_index_config(index_url=args.index_url,
+                                 extra_index_urls=tuple(args.extra_index_url)
+                                 if args.extra_index_url is not None else None)
     files = _file_options(args)
     extras = list(args.extra_index_url or []) + [u for u in files.extra_index_urls
                                                  if u not in (args.extra_index_url or [])]
@@ -396,20 +423,16 @@ def _run(args: argparse.Namespace, out: Any) -> int:
             raise UsageError(f"--lock {args.lock} and -o {args.output} name two locks; "
                              f"pass one of them")
         args.output = args.lock
-    matrix = get_matrix()
     if args.check:
-        return _check(args, out, matrix)
+        return _check(args, out, get_matrix())
     config = _index_config(args)
-    request = build_request(args, matrix, config)
     from envlock._redact import strip_userinfo
 
     # the command is written into the lock: never with the credentials of a URL in it
     command = "envlock resolve " + " ".join(shlex.quote(strip_userinfo(a))
                                             for a in _argv_for_header(args))
-    progress = _Progress(out) if out.stderr_is_tty and not args.json else None
     from envlock.index.client import IndexClient
     from envlock.matrix.cache import cache_dir
-    from envlock.resolve import resolve
 
     from envlock._cache_files import root_warning
 
@@ -417,15 +440,21 @@ def _run(args: argparse.Namespace, out: Any) -> int:
     shared = root_warning(cdir)
     if shared:
         out.error("envlock: warning: " + _one_line_text(shared))
+    progress = _Progress(out) if out.stderr_is_tty and not args.json else None
     client = IndexClient(config, cache_dir=cdir, offline=args.offline,
                          on_request=progress.request if progress else None,
                          refresh=args.refresh, no_build=args.no_build,
-                         trust_pkg_info=request.trust_pkg_info,
+                         trust_pkg_info=_trusted_names(args.trust_pkg_info),
                          on_build=lambda filename: out.error(
                              "envlock: note: running the build backend of "
                              f"{_one_line_text(filename)} to learn its dependencies "
                              "(--no-build or ENVLOCK_NO_BUILD=1 forbids it)"))
     try:
+        _ask_early(client, config, args.requirements)
+        matrix = get_matrix()
+        request = build_request(args, matrix, config)
+        from envlock.resolve import resolve
+
         lock = resolve(request, matrix, config, client=client, command=command.strip(),
                        on_event=progress.event if progress else None)
     finally:

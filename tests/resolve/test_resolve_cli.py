@@ -313,3 +313,18 @@ def test_from_snapshot(world: IndexServer, tmp_path: Path, cache: Path) -> None:
     assert r.code == 0, r.err
     t = load(out)["target"][0]
     assert t["name"] == "h100-sxm" and t["driver"] == "550.54.15" and t["glibc"] == "2.35"
+
+
+def test_a_requirements_page_asked_early_is_asked_once(
+        world: IndexServer, tmp_path: Path, cache: Path) -> None:
+    """The command line's requirements have their pages asked before the matrix is read
+    (the resolution asks for them first anyway): the resolution gets that answer, the
+    index is not asked twice, and the lock is the same as without the early ask (a name
+    of the torch family is left to the resolution, which picks its index)."""
+    out = tmp_path / "envlock.lock"
+    before = len(world.requests("/pypi/simple/helper/"))
+    r = resolve(world, "--gpu", "H100 SXM", "--torch", "==2.5.1", "helper", "torch", "-o",
+                str(out))
+    assert r.code == 0, r.err
+    assert len(world.requests("/pypi/simple/helper/")) == before + 1
+    assert packages(load(out))["helper"]["version"] == "1.2"
