@@ -156,7 +156,7 @@ def doctor(snapshot: Snapshot, matrix: Matrix, *, logs: Sequence[Tuple[str, str]
             facts = facts.for_another_process()
             environment = ("this shell's environment variables are not the job's: causes "
                            "that depend on them stay possible")
-    elif logs and not snapshot.taken_in_a_job:
+    elif logs and not live and not snapshot.taken_in_a_job:
         # the same for a snapshot recorded from a shell (no launcher variables): the job's
         # launcher or batch script may have set or unset what that shell had
         facts = facts.for_another_process()
