@@ -13,6 +13,7 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import Dict, Optional, Tuple
 
 import pytest
 from packaging.version import Version
@@ -269,16 +270,9 @@ def test_from_snapshot_says_when_the_lock_is_not_the_installed_torch(
     import shlex
 
     world, newest = newest_world, newest_world.newest  # type: ignore[attr-defined]
-    snap = {"schema": "envlock.snapshot/1", "taken_at": None,
-            "host": {"machine": "x86_64", "glibc": "2.35"},
-            "python": {"version": "3.12.3"},
-            "driver": {"version": "580.159.04", "cuda": "13.0", "fabric_manager": "running"},
-            "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
-                      "memory_mib": 81559} for i in range(8)],
-            "links": [], "packages": {"torch": "2.3.1"}, "libraries": [],
-            "torch": {"version": "2.3.1+cu121", "cuda": "12.1"}, "env": {}}
-    path = tmp_path / "node.json"
-    path.write_text(json.dumps(snap))
+    path = _h100_node(tmp_path, python="3.12.3", driver=("580.159.04", "13.0"),
+                      packages={"torch": "2.3.1"},
+                      torch={"version": "2.3.1+cu121", "cuda": "12.1"})
     out = tmp_path / "envlock.lock"
     r = resolve(world, "--from-snapshot", str(path), "-o", str(out))
     assert r.code == 0, r.err
@@ -298,16 +292,26 @@ def test_from_snapshot_says_when_the_lock_is_not_the_installed_torch(
     assert r.code == 0 and "the snapshot's machine has torch" not in r.out
 
 
-def test_from_snapshot(world: IndexServer, tmp_path: Path, cache: Path) -> None:
+def _h100_node(tmp_path: Path, *, python: str = "3.11.9",
+               driver: Tuple[str, str] = ("550.54.15", "12.4"),
+               packages: Optional[Dict[str, str]] = None,
+               torch: Optional[Dict[str, str]] = None) -> Path:
+    """A snapshot file of an 8x H100 SXM node."""
     snap = {"schema": "envlock.snapshot/1", "taken_at": None,
             "host": {"machine": "x86_64", "glibc": "2.35"},
-            "python": {"version": "3.11.9"},
-            "driver": {"version": "550.54.15", "cuda": "12.4", "fabric_manager": "running"},
+            "python": {"version": python},
+            "driver": {"version": driver[0], "cuda": driver[1], "fabric_manager": "running"},
             "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
                       "memory_mib": 81559} for i in range(8)],
-            "links": [], "packages": {}, "libraries": [], "torch": None, "env": {}}
+            "links": [], "packages": packages or {}, "libraries": [], "torch": torch,
+            "env": {}}
     path = tmp_path / "node.json"
     path.write_text(json.dumps(snap))
+    return path
+
+
+def test_from_snapshot(world: IndexServer, tmp_path: Path, cache: Path) -> None:
+    path = _h100_node(tmp_path)
     out = tmp_path / "envlock.lock"
     r = resolve(world, "--from-snapshot", str(path), "--torch", "==2.5.1", "-o", str(out))
     assert r.code == 0, r.err
