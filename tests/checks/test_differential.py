@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from envlock.checks.differential import differential
-from envlock.checks.doctor import doctor
 from envlock.checks.facts import facts_from_snapshot
 from envlock.checks.logprep import MAX_TRIAGE_BYTES, prepare
 from envlock.checks.logs import triage_logs
@@ -46,7 +45,6 @@ def test_seed_log_with_its_machine_names_the_symptom_what_is_ruled_out_and_the_n
     assert "host.shm_bytes=34359738368" in ruled["nccl-unhandled-system-error"]
     assert "library.nccl.versions=1" in ruled["nccl-unhandled-system-error"]
     assert "dev-shm-too-small-container" in ruled
-    # the screen: the answer line, the symptom, its ruled-out causes, the next step
     log = tmp_path / "train.log"
     log.write_text(SEED)
     # the screen, with the snapshot taken inside the job (a launcher's RANK recorded): the
