@@ -105,19 +105,6 @@ def _open_sub(parent: int, name: str, create: bool) -> int:
     raise OSError(f"cannot make cache directory {name}")
 
 
-def _walk_fresh(root: Path, dirs: Sequence[str], create: bool) -> int:
-    fd = _open_root(root, create)
-    try:
-        for name in dirs:
-            sub = _open_sub(fd, name, create)
-            os.close(fd)
-            fd = sub
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 #: directories already walked to (and checked) in this process, kept open: a resolve reads
 #: and writes hundreds of entries in a few dozen directories, and a fresh walk is ~8 system
 #: calls, each of which hands the GIL to another thread. A kept descriptor is our own
@@ -160,8 +147,8 @@ class _Kept:
 
 def _acquire(root: Path, dirs: Tuple[str, ...], create: bool) -> _Kept:
     """The kept descriptor of ``root/dirs...`` (one more user), reached from its parent's
-    kept descriptor as :func:`_walk_fresh` would: a cold run that looks for hundreds of
-    absent entries opens the root once, not once per entry."""
+    kept descriptor (each level checked by :func:`_open_sub`): a cold run that looks for
+    hundreds of absent entries opens the root once, not once per entry."""
     key = (str(root), dirs)
     with _OPEN_LOCK:
         if _OPEN_PID[0] != os.getpid():  # a forked child: its own list, its own checks
@@ -296,11 +283,8 @@ def _entry_mode() -> int:
 
 def iter_entries(root: PathLike, dirs: Sequence[str]) -> Iterator[str]:  # pragma: no cover
     """Names in a cache directory (for cleaning), reached without following links."""
-    dfd = _walk_fresh(Path(root), dirs, create=False)
-    try:
+    with _directory(Path(root), dirs, create=False) as dfd:
         yield from os.listdir(dfd)
-    finally:
-        os.close(dfd)
 
 
 def root_warning(root: Optional[PathLike]) -> Optional[str]:

@@ -343,15 +343,14 @@ def _index_config(args: argparse.Namespace) -> Any:
     line's options (the command line's --index-url wins over a file's)."""
     from envlock.index.config import load_index_config
 
-    if not (args.requirement or args.constraint):  # (no file: envlock.resolve not read yet)
-        return load_index_config(index_url=args.index_url,
-                                 extra_index_urls=tuple(args.extra_index_url)
-                                 if args.extra_index_url is not None else None)
-    files = _file_options(args)
-    extras = list(args.extra_index_url or []) + [u for u in files.extra_index_urls
-                                                 if u not in (args.extra_index_url or [])]
+    # (no file: the resolver, which reads them, is not imported yet: the pages asked
+    # early wait for nothing but this)
+    files = _file_options(args) if args.requirement or args.constraint else None
+    extras = list(args.extra_index_url or []) + [
+        u for u in (files.extra_index_urls if files else ())
+        if u not in (args.extra_index_url or [])]
     return load_index_config(
-        index_url=args.index_url or files.index_url,
+        index_url=args.index_url or (files.index_url if files else None),
         extra_index_urls=tuple(extras) if args.extra_index_url is not None or extras
         else None)
 

@@ -339,7 +339,7 @@ class IndexClient:
                                f"--offline forbids the network")
         blob = self._metadata_bytes(dist)
         if path is not None:
-            self._store_meta(path, blob)
+            self._store(path, blob, checked=True)
         return parse_metadata(blob)
 
     def _metadata_bytes(self, dist: Dist) -> bytes:
@@ -427,16 +427,16 @@ class IndexClient:
         if dist.metadata is not None:
             blob = self._metadata_bytes(dist)  # the PEP 658 file, hash-checked
             if not needs_build(blob):
-                self._store_meta(path, blob)
+                self._store(path, blob, checked=True)
                 return parse_metadata(blob)
         data = self.download(dist)  # checked against the index's sha256
         sha = dist.sha256 or hashlib.sha256(data).hexdigest()
         info = pkg_info(data, dist.filename)
         if info is not None and not needs_build(info):
-            self._store_meta(path, info)
+            self._store(path, info, checked=True)
             return parse_metadata(info)
         if info is not None and self._trusts(dist, info):
-            self._store_meta(path, info)  # read back only under the same option (above)
+            self._store(path, info, checked=True)  # read back only under the same option (above)
             return self._trusted_metadata(dist, info)
         built_path = self._built_path(sha)
         if built_path is not None:
@@ -496,36 +496,29 @@ class IndexClient:
                 f"(--trust-pkg-info {dist.name})")
         return meta
 
-    def _store(self, path: Optional[Path], blob: bytes) -> None:
+    def _store(self, path: Optional[Path], blob: bytes, *, checked: bool = False) -> None:
         """Keep what was learned under a content-addressed name. What cannot be kept
         came from the network with nothing behind it: that run is not replayed
-        (:mod:`envlock.replay`)."""
+        (:mod:`envlock.replay`).
+
+        ``checked`` (a file's metadata, :meth:`_read_meta` reads it): the entry carries its
+        own sha256, so a torn one (a crash before the data reached the disk) is found when
+        read and fetched again, and the write needs no fsync (one per metadata,
+        milliseconds each, on the path of every answer the resolver waits for). Otherwise
+        (built metadata, which costs a build to redo) it is written durably."""
         if path is None:
             replay.note_live("metadata without a file hash")
             return
-        try:
-            # durable: a torn entry would lose dependencies; never through a planted link
-            write_entry(self.cache_dir or path.parent, path, blob, durable=True)
-        except (OSError, EnvlockError):
-            replay.note_live("metadata could not be cached")
-
-    def _store_meta(self, path: Optional[Path], blob: bytes) -> None:
-        """Keep a file's metadata (fetched or read from an sdist) with its own sha256 in
-        front: a torn entry (a crash before the data reached the disk) is found when read
-        and fetched again, so the write needs no fsync (one per metadata, milliseconds
-        each, on the path of every answer the resolver waits for)."""
-        if path is None:
-            self._store(path, blob)
-            return
-        try:
-            write_entry(self.cache_dir or path.parent, path,
-                        _META_TAG + hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob)
+        if checked:
+            blob = _META_TAG + hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob
+        try:  # never through a planted link
+            write_entry(self.cache_dir or path.parent, path, blob, durable=not checked)
         except (OSError, EnvlockError):
             replay.note_live("metadata could not be cached")
 
     def _read_meta(self, path: Path) -> bytes:
-        """An entry :meth:`_store_meta` wrote, checked against its sha256 (OSError when it
-        is torn or not one: the caller fetches again)."""
+        """An entry written by ``_store(..., checked=True)``, checked against its sha256
+        (OSError when it is torn or not one: the caller fetches again)."""
         data = self._read(path)
         head, sep, blob = data.partition(b"\n")
         if (not sep or not head.startswith(_META_TAG)
