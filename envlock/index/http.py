@@ -13,11 +13,12 @@ import hashlib
 import json
 import os
 import random
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 from envlock import replay
@@ -302,15 +303,7 @@ class Transport:
 
         check_url(url)
         host = origin(urlsplit(url))
-        dead = self._unreachable.get(host)
-        if dead is not None:
-            # this run already tried the host every time it may: another URL on it would
-            # only sleep through the same retries (2 s a request for an index whose name
-            # does not resolve, vllm's PyTorch-index builds behind a firewall)
-            raise IndexError_(f"cannot reach {redact(url)} ({dead}; {host[1]} was "
-                              f"unreachable earlier in this run)",
-                              hint="check the index URL and your network, or use --offline "
-                                   "with a filled cache")
+        self._check_reachable(host, url)
         pools = self._get_pools()
         limit = self.max_page_bytes if max_bytes is None else (max_bytes or None)
         state = dl.RequestState(time.monotonic() + self.deadline, self._cancel)
@@ -326,6 +319,8 @@ class Transport:
                     delay = min(delay, 8.0, max(state.left(), 0.0))
                     if self._cancel.wait(delay):
                         raise KeyboardInterrupt
+                    # another request may have learnt meanwhile that the host is gone
+                    self._check_reachable(host, url)
                 self._check_state(state, url)
                 if self.on_request is not None:
                     self.on_request(url)
@@ -352,6 +347,22 @@ class Transport:
                                  "pip takes it: PIP_CERT or 'cert =' in pip.conf (or "
                                  "REQUESTS_CA_BUNDLE); PIP_TRUSTED_HOST turns verification "
                                  "off for one host") from None
+                    missing = _no_such_name(exc)
+                    if missing is not None:
+                        # the resolver's final answer, not a timeout: asking again gives
+                        # the same answer after the backoff (2 s a request, on every
+                        # worker at once, for vllm's PyTorch-index builds behind a
+                        # firewall whose DNS knows no outside names)
+                        name, why = missing[0] or host[1], missing[1]
+                        self._unreachable[host] = f"the name {name} does not resolve: {why}"
+                        raise IndexError_(
+                            f"cannot reach {redact(url)} (the name {name} does not "
+                            f"resolve: {why})",
+                            hint=("check the proxy setting (HTTPS_PROXY, HTTP_PROXY, "
+                                  "ALL_PROXY; NO_PROXY)" if name != host[1] else
+                                  "check the index URL (a name only a VPN or a proxy knows "
+                                  "needs it: HTTPS_PROXY is honoured)")
+                            + ", or use --offline with a filled cache") from None
                     if isinstance(exc, RETRYABLE) and not isinstance(exc, TooManyRedirects):
                         last_error = _short_error(exc)
                         continue
@@ -366,6 +377,17 @@ class Transport:
                           f"attempt{'s' if attempts > 1 else ''})",
                           hint="check the index URL and your network, or use --offline "
                                "with a filled cache")
+
+    def _check_reachable(self, host: Tuple[str, str, Optional[int]], url: str) -> None:
+        """Refuse at once a host this run already found unreachable: another URL on it
+        would only sleep through the same retries (2 s a request, vllm's PyTorch-index
+        builds behind a firewall)."""
+        dead = self._unreachable.get(host)
+        if dead is not None:
+            raise IndexError_(f"cannot reach {redact(url)} ({dead}; {host[1]} was "
+                              f"unreachable earlier in this run)",
+                              hint="check the index URL and your network, or use --offline "
+                                   "with a filled cache")
 
     def _check_state(self, state: Any, url: str) -> None:
         if self._cancel.is_set():
@@ -517,6 +539,34 @@ def _unverified(exc: BaseException) -> Optional[str]:
             cur = cur.args[0]
         else:
             cur = cur.__cause__ or cur.__context__
+    return None
+
+
+#: getaddrinfo's answers that the name has no address (EAI_NONAME: no such name,
+#: EAI_NODATA: a name without addresses), as opposed to EAI_AGAIN (the resolver did not
+#: answer in time), which is worth another attempt
+_NO_SUCH_NAME = frozenset(filter(None, (getattr(socket, "EAI_NONAME", None),
+                                        getattr(socket, "EAI_NODATA", None))))
+
+
+def _no_such_name(exc: BaseException) -> Optional[Tuple[str, str]]:
+    """(the name, the resolver's text) when ``exc`` comes from a name lookup that found no
+    such name, else None. urllib3 wraps the lookup's error (``__cause__``, ``reason``)
+    in one that holds the connection, whose host is the name looked up: a proxy's, when
+    the request goes through one."""
+    seen = set()
+    todo: List[BaseException] = [exc]
+    name = ""
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        name = getattr(getattr(e, "conn", None), "host", None) or name
+        if isinstance(e, socket.gaierror) and e.errno in _NO_SUCH_NAME:
+            return name, e.strerror or str(e)
+        todo += [x for x in (e.__cause__, e.__context__, getattr(e, "reason", None))
+                 if isinstance(x, BaseException)]
     return None
 
 

@@ -198,6 +198,105 @@ def test_check_url_accepts_good_urls() -> None:
         check_url(url)
 
 
+def _no_such_name(name: str) -> None:
+    """Skip unless this machine's resolver answers that ``name`` does not exist (a
+    resolver that cannot be reached answers 'try again' instead)."""
+    import socket
+
+    try:
+        socket.getaddrinfo(name, 443)
+    except socket.gaierror as exc:
+        if exc.errno in (getattr(socket, "EAI_NONAME", None),
+                         getattr(socket, "EAI_NODATA", None)):
+            return
+        pytest.skip(f"this machine's resolver gives no final answer for {name}: {exc}")
+    pytest.skip(f"{name} resolves here")
+
+
+def test_a_name_that_does_not_resolve_is_asked_once(tmp_path: Path) -> None:
+    """The resolver's 'no such name' is its final answer: no retries (each slept through
+    the backoff, 2 s a request by default), the name and the way out in the message, and
+    the host refused at once for the rest of the run."""
+    name = "envlock-no-such-host.invalid"  # RFC 6761: never resolves
+    _no_such_name(name)
+    base = f"http://{name}/simple"
+    c = IndexClient(IndexConfig(index_url=base, retries=3, timeout=5), cache_dir=tmp_path)
+    c.transport.backoff = 0.0
+    try:
+        with pytest.raises(IndexError_) as first:
+            c.page(base, "torch")
+        assert c.transport.stats["requests"] == 1
+        assert c.transport.stats["retries"] == 0
+        assert first.value.message.startswith(f"cannot reach {base}/torch/ (the name {name} "
+                                              f"does not resolve: ")
+        assert "check the index URL" in (first.value.hint or "")
+        with pytest.raises(IndexError_) as second:
+            c.page(base, "numpy")
+        assert c.transport.stats["requests"] == 1
+        assert "unreachable earlier in this run" in second.value.message
+    finally:
+        c.close()
+
+
+def test_a_proxy_whose_name_does_not_resolve_is_named(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a proxy the name looked up is the proxy's: the message names it and
+    points at the proxy setting, not at the index URL."""
+    proxy = "envlock-no-such-proxy.invalid"
+    _no_such_name(proxy)
+    for var in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY",
+                "https_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://{proxy}:3128")
+    base = "http://index.example.org/simple"
+    c = IndexClient(IndexConfig(index_url=base, retries=3, timeout=5), cache_dir=tmp_path)
+    c.transport.backoff = 0.0
+    try:
+        with pytest.raises(IndexError_) as err:
+            c.page(base, "torch")
+        assert c.transport.stats["requests"] == 1
+        assert f"(the name {proxy} does not resolve: " in err.value.message
+        assert "HTTPS_PROXY" in (err.value.hint or "") and "NO_PROXY" in (err.value.hint or "")
+    finally:
+        c.close()
+
+
+def test_a_retry_stops_when_another_request_found_the_host_gone(tmp_path: Path) -> None:
+    """Two requests to a host that refuses connections: while the second is between its
+    attempts, the first gives up and marks the host; the second does not try again."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now: connections are refused
+    base = f"http://127.0.0.1:{port}/simple"
+    first_error: list = []
+    asked: list = []
+
+    def on_request(url: str) -> None:
+        asked.append(url)
+        if url.endswith("/numpy/") and not first_error:
+            # the first attempt of the second request: the first request runs to its end
+            try:
+                c.transport.get(f"{base}/torch/")
+            except IndexError_ as exc:
+                first_error.append(exc)
+
+    c = IndexClient(IndexConfig(index_url=base, retries=2, timeout=5), cache_dir=tmp_path,
+                    on_request=on_request)
+    c.transport.backoff = 0.0
+    try:
+        with pytest.raises(IndexError_) as second:
+            c.transport.get(f"{base}/numpy/")
+        assert first_error and "after 3 attempts" in first_error[0].message
+        # numpy: one attempt (its own), torch: three; numpy's retry saw the mark
+        assert [u.rsplit("/", 2)[1] for u in asked] == ["numpy", "torch", "torch", "torch"]
+        assert "unreachable earlier in this run" in second.value.message
+    finally:
+        c.close()
+
+
 def test_a_host_nothing_could_reach_is_not_retried_again_in_the_same_run(
         tmp_path: Path) -> None:
     """Every attempt at the first URL fails to connect; a second URL on that host fails at
