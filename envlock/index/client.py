@@ -237,7 +237,14 @@ class IndexClient:
         parsed = self._parsed_cache(url, index, body_sha, name)
         if parsed is not None:
             return parsed
-        page = parse_page(resp.body, resp.headers.get("Content-Type") or "", url, index, name)
+        ctype = resp.headers.get("Content-Type") or ""
+        page = None
+        if not resp.from_cache and self._fits is not None:
+            # a page that will not be kept whole (see below) is decoded only for the files
+            # the run's targets can use
+            page = _narrowed_page(resp.body, ctype, url, index, name, self._fits)
+        if page is None:
+            page = parse_page(resp.body, ctype, url, index, name)
         if resp.from_cache:
             # the parsed form is written when a page is read back from the cache, not when
             # it first arrives: a resolve with an empty cache (a CI job, a container build)
@@ -701,6 +708,31 @@ def parse_page(body: bytes, content_type: str, url: str, index: str,
     except MalformedPage as exc:
         raise IndexError_(f"{redact(url)}: malformed project page: {_first_line(exc)}") \
             from None
+
+
+def _narrowed_page(body: bytes, content_type: str, url: str, index: str, name: str,
+                   fits: Callable[[str], bool]) -> Optional[ProjectPage]:
+    """The page of the files whose tag triple passes ``fits``, decoded from a cut of the
+    JSON page's bytes (:mod:`envlock.index.json_narrow`) and checked as a whole page is;
+    None when the page is not JSON in the shape the cut reads, or anything about the cut
+    page is off: the caller then parses the whole page (and reports what is wrong)."""
+    from envlock.index.json_narrow import kept_names_match, narrowed_json
+
+    ctype = content_type.split(";")[0].strip().lower()
+    if not (ctype.endswith("json") or body.lstrip()[:1] == b"{"):
+        return None
+    cut = narrowed_json(body, fits)
+    if cut is None:
+        return None
+    mini, listed = cut
+    try:
+        page = parse_page(mini, "application/vnd.pypi.simple.v1+json", url, index, name)
+    except IndexError_:
+        return None
+    if not kept_names_match(list(page.filenames), mini):
+        return None
+    page.listed = listed
+    return page
 
 
 def _first_line(exc: BaseException) -> str:
