@@ -52,6 +52,20 @@ class Output:
 
         self.stderr.write(terminal_safe(text) + "\n")
 
+    def junit(self, path: str, xml: str) -> None:
+        """Write a JUnit report to ``path``; ``-`` is standard output, as ``-o -`` is, and
+        then what the command prints afterwards goes to standard error, so that a CI step
+        reading standard output gets the XML alone (a file named ``-`` was written
+        before)."""
+        if path != "-":
+            from envlock.lock.io import atomic_write_text
+
+            atomic_write_text(path, xml)
+            return
+        self.stdout.write(xml if xml.endswith("\n") else xml + "\n")
+        self.stdout.flush()
+        self.stdout = self.stderr
+
     #: colour on stdout (set by main: a TTY, no NO_COLOR, no --no-color)
     color: bool = False
 

@@ -37,7 +37,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--timeout", type=seconds_arg, default=120.0,
                    help="per smoke check (seconds)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
+    p.add_argument("--junit", metavar="FILE",
+                   help="also write JUnit XML (-: to standard output, the report then to "
+                        "standard error)")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(run=run)
 
@@ -85,6 +87,9 @@ def run(args: argparse.Namespace, out: Any) -> int:
     from envlock.cli.render import junit_xml
     from envlock.matrix import get_matrix
 
+    if args.json and args.junit == "-":
+        raise InputError("--json and --junit - both write to standard output; give --junit "
+                         "a file name")
     matrix = get_matrix()
     logs = _read_logs(args.log, out)
     if args.snapshot:
@@ -126,13 +131,11 @@ def run(args: argparse.Namespace, out: Any) -> int:
     elif args.target:
         raise InputError("--target names a target of --lock; pass --lock FILE too")
     if args.junit:
-        from envlock.lock.io import atomic_write_text
-
         checks = ["advisories"] + [s.name for s in result.smoke]
         by = {f.id: (f.subject if f.id.startswith("smoke-") else "advisories")
               for f in result.findings}
-        atomic_write_text(args.junit, junit_xml("doctor", checks, result.findings,
-                                                      findings_check=by))
+        out.junit(args.junit, junit_xml("doctor", checks, result.findings,
+                                        findings_check=by))
     if args.json:
         out.print(json.dumps(result.to_dict(), indent=2))
     else:

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from envlock.errors import ExitCode
+from envlock.errors import ExitCode, InputError
 
 __all__ = ["register"]
 
@@ -32,7 +32,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="also check installed files against their RECORD hashes (slow)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--junit", metavar="FILE", help="also write JUnit XML for CI systems")
+    p.add_argument("--junit", metavar="FILE",
+                   help="also write JUnit XML for CI systems (-: to standard output, the "
+                        "report then to standard error)")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(run=run)
 
@@ -41,9 +43,12 @@ def run(args: argparse.Namespace, out: Any) -> int:
     from envlock.checks.verify import choose_target, verify
     from envlock.cli.render import junit_xml, report_text
     from envlock.cli.style import style_for
-    from envlock.lock.io import atomic_write_text, load_lock
+    from envlock.lock.io import load_lock
     from envlock.matrix import get_matrix
 
+    if args.json and args.junit == "-":
+        raise InputError("--json and --junit - both write to standard output; give --junit "
+                         "a file name")
     lock = load_lock(args.lock)
     matrix = get_matrix()
     if args.snapshot:
@@ -66,8 +71,8 @@ def run(args: argparse.Namespace, out: Any) -> int:
     result = verify(lock, target, snap, matrix, stage=args.stage, check_hashes=args.hashes,
                     paths=paths, fixes=FixContext(lock_path=args.lock, python=args.python))
     if args.junit:
-        atomic_write_text(args.junit, junit_xml("verify", result.checked, result.findings,
-                                                      result.skipped))
+        out.junit(args.junit, junit_xml("verify", result.checked, result.findings,
+                                        result.skipped))
     if args.json:
         out.print(json.dumps(result.to_dict(), indent=2))
     else:

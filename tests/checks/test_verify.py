@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import run_cli
+from support.cli import run_cli, run_proc
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOCK = str(DATA / "locks" / "h100-pypi.lock")
@@ -211,6 +211,37 @@ def test_junit_report(tmp_path: Path) -> None:
     assert cases["libraries"].find("failure") is None
     assert cases["package-files"].find("skipped") is not None
     assert int(suite.get("failures")) == 2
+
+
+def test_junit_dash_is_standard_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--junit -`` writes the XML to standard output, alone (the report goes to standard
+    error), and no file named ``-``; with --json, which wants standard output too, it
+    is refused (exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    snap = str(DATA / "snapshots" / "h100-package-drift.json")
+    r = run_proc("verify", "--lock", str(Path(LOCK).resolve()), "--snapshot", snap,
+                 "--junit", "-")
+    assert r.code == 1
+    suite = ET.fromstring(r.out)
+    assert suite.get("name") == "envlock verify" and int(suite.get("failures")) == 2
+    assert "h100-sxm lock" in r.err
+    assert not (tmp_path / "-").exists()
+    r = run_cli("verify", "--lock", LOCK, "--snapshot", snap, "--junit", "-", "--json")
+    assert r.code == 2 and "--junit a file name" in r.err
+    assert not (tmp_path / "-").exists()
+
+
+def test_doctor_junit_dash_is_standard_output(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    snap = str(DATA / "snapshots" / "h100-old-driver.json")
+    r = run_proc("doctor", "--snapshot", snap, "--junit", "-")
+    suite = ET.fromstring(r.out)
+    assert suite.get("name") == "envlock doctor"
+    assert "doctor " in r.err
+    assert not (tmp_path / "-").exists()
+    r = run_cli("doctor", "--snapshot", snap, "--junit", "-", "--json")
+    assert r.code == 2 and "--junit a file name" in r.err
 
 
 def test_strict_fails_on_warnings() -> None:
