@@ -368,7 +368,7 @@ class IndexClient:
             try:
                 try:
                     z = self.remote_zip(dist)
-                    entry = z.find(r"^[^/]+\.dist-info/METADATA$")
+                    entry = z.metadata_entry()
                     if entry is None:
                         raise IndexError_(f"{dist.filename}: no .dist-info/METADATA in the wheel")
                     if cap is not None and entry.size > cap:

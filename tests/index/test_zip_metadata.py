@@ -1,0 +1,122 @@
+"""A wheel's METADATA found in its central directory's bytes
+(:meth:`~envlock.index.zipread.RemoteZip.metadata_entry`) must be the member a full parse
+of the directory finds, for any wheel: signatures inside names and comments, several
+METADATA files, none at all. Real zips (``zipfile``), read through range reads of their
+bytes."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import zipfile
+from typing import List, Optional, Tuple
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from envlock.index.zipread import RemoteZip
+
+EXAMPLES = int(os.environ.get("ENVLOCK_PROPERTY_EXAMPLES", "300"))
+TOP = r"^[^/]+\.dist-info/METADATA$"
+
+
+#: a central directory record for a METADATA member that is not in the zip (its offset
+#: points at the first member), to plant in a comment
+_FAKE = (b"PK\x01\x02" + struct.pack("<6xH8xIIHHH8xI", 0, 1, 1,
+                                        len(b"demo-1.0.dist-info/METADATA"), 0, 0, 0)
+         + b"demo-1.0.dist-info/METADATA")
+
+
+def _zip(members: List[Tuple[str, bytes]], comments: Optional[List[bytes]] = None) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for i, (name, data) in enumerate(members):
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            if comments and i < len(comments):
+                info.comment = comments[i]
+            zf.writestr(info, data)
+    return buf.getvalue()
+
+
+def _remote(blob: bytes) -> Tuple[RemoteZip, List[Tuple[Optional[int], Optional[int]]]]:
+    asked: List[Tuple[Optional[int], Optional[int]]] = []
+
+    def fetch(start: Optional[int], end: Optional[int]) -> Tuple[bytes, Optional[int]]:
+        asked.append((start, end))
+        if start is None:
+            return blob[-(end or 0):], len(blob)
+        return blob[start:(end + 1) if end is not None else None], len(blob)
+
+    return RemoteZip(fetch, "demo.whl"), asked
+
+
+def _found(blob: bytes) -> Tuple[Optional[str], Optional[bytes], Optional[str]]:
+    z, _ = _remote(blob)
+    fast = z.metadata_entry()
+    whole, _ = _remote(blob)
+    slow = whole.find(TOP)
+    return (fast.name if fast else None, z.read(fast) if fast else None,
+            slow.name if slow else None)
+
+
+def test_a_big_wheel_gives_its_metadata_without_parsing_every_member() -> None:
+    members = [(f"demo/m{i}.py", b"x = 1\n") for i in range(3000)]
+    members += [("demo-1.0.dist-info/METADATA", b"Name: demo\nVersion: 1.0\n"),
+                ("demo-1.0.dist-info/RECORD", b"")]
+    z, _ = _remote(_zip(members))
+    entry = z.metadata_entry()
+    assert entry is not None and entry.name == "demo-1.0.dist-info/METADATA"
+    assert z.read(entry) == b"Name: demo\nVersion: 1.0\n"
+    assert z._entries is None  # (the directory was not parsed)
+
+
+@pytest.mark.parametrize("members, comments", [
+    # a member signature inside a name: the bytes cannot be trusted to start records
+    ([("demo/PK\x01\x02.py", b"1"), ("demo-1.0.dist-info/METADATA", b"Name: demo\n")], None),
+    # ... or inside a member's comment
+    ([("a.py", b"1"), ("demo-1.0.dist-info/METADATA", b"Name: demo\n")],
+     [b"PK\x01\x02" + b"\0" * 60]),
+    # a METADATA deeper down first, the top-level one after it
+    ([("vendored/x-1.0.dist-info/METADATA", b"Name: x\n"),
+      ("demo-1.0.dist-info/METADATA", b"Name: demo\n")], None),
+    # only one deeper down: none at the top
+    ([("vendored/x-1.0.dist-info/METADATA", b"Name: x\n"), ("a.py", b"1")], None),
+    # none
+    ([("a.py", b"1")], None),
+    # the name as a comment, not a member
+    ([("a.py", b"1"), ("demo-1.0.dist-info/RECORD", b"")], [b"demo-1.0.dist-info/METADATA"]),
+    # a whole record planted in a comment: no member has that name
+    ([("a.py", b"1"), ("demo-1.0.dist-info/RECORD", b"")], [_FAKE]),
+])
+def test_unusual_directories_give_what_a_full_parse_gives(members: List[Tuple[str, bytes]],
+                                                          comments: Optional[List[bytes]]) -> None:
+    fast, data, slow = _found(_zip(members, comments))
+    assert fast == slow
+    if fast is not None:
+        assert data == dict(members)[fast]
+
+
+names = st.one_of(
+    st.sampled_from(["demo-1.0.dist-info/METADATA", "demo-1.0.dist-info/RECORD",
+                     "x/y-1.0.dist-info/METADATA", "demo/__init__.py", "PK\x01\x02",
+                     "a.dist-info/METADATA/b", ".dist-info/METADATA", "b-2.dist-info/METADATA"]),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+            min_size=1, max_size=20))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(names, st.binary(max_size=40)), min_size=1, max_size=12),
+       st.lists(st.sampled_from([b"", b"PK\x01\x02", b"demo-1.0.dist-info/METADATA"]),
+                max_size=12))
+def test_any_wheel_gives_the_member_a_full_parse_finds(members: List[Tuple[str, bytes]],
+                                                        comments: List[bytes]) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of duplicate names: wanted here
+        blob = _zip(members, comments)
+    fast, _, slow = _found(blob)
+    assert fast == slow
