@@ -257,11 +257,13 @@ def write_entry(root: PathLike, path: PathLike, data: bytes, *, durable: bool = 
     with _directory(root, parts[:-1], create=True) as dfd:
         name = parts[-1]
         tmp = f".{name}.{os.urandom(6).hex()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600,
+        # 0666 less the umask, applied by the kernel: the mode any new file gets (a
+        # temporary name, renamed into place once written). Asking for the umask here
+        # meant setting it, process-wide, from several threads at once
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666,
                      dir_fd=dfd)
         try:
             with os.fdopen(fd, "wb") as fh:
-                os.fchmod(fh.fileno(), _entry_mode())
                 fh.write(data)
                 fh.flush()
                 if durable:
@@ -273,12 +275,6 @@ def write_entry(root: PathLike, path: PathLike, data: bytes, *, durable: bool = 
             except OSError:
                 pass
             raise
-
-
-def _entry_mode() -> int:
-    from envlock._files import new_file_mode
-
-    return new_file_mode()
 
 
 def iter_entries(root: PathLike, dirs: Sequence[str]) -> Iterator[str]:  # pragma: no cover

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import stat
 import tempfile
 from pathlib import Path
@@ -83,10 +84,28 @@ def _size(n: int) -> str:
 
 
 def new_file_mode() -> int:
-    """The mode a newly created file gets here: ``0666`` less the process umask."""
-    mask = os.umask(0o022)
-    os.umask(mask)
+    """The mode a newly created file gets here: ``0666`` less the process umask.
+
+    The umask is read from ``/proc/self/status`` where Linux shows it: reading it with
+    ``os.umask`` means setting it, and for that moment every other thread (the index
+    client writes cache entries from eight) created its files and directories with the
+    temporary mask instead of the user's (``0755`` where ``umask 077`` asked ``0700``).
+    Elsewhere the set-and-restore runs under a lock, which keeps envlock's own threads
+    out of each other's way."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
     return 0o666 & ~mask
+
+
+_UMASK_LOCK = threading.Lock()
 
 
 def atomic_write_bytes(path: PathLike, data: bytes, *, durable: bool = True) -> None:

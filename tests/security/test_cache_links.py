@@ -271,3 +271,19 @@ def test_a_kept_directory_in_use_is_not_closed_when_another_use_finds_it_removed
         os.fstat(held)  # still this use's descriptor (EBADF if it had been closed)
         assert os.fstat(held).st_nlink == 0
     assert read_entry(root, root / "a" / "two") == b"2"
+
+
+def test_cache_entries_honour_the_umask(tmp_path: Path) -> None:
+    """An entry gets the mode any new file gets (0666 less the umask), as before, now
+    from the kernel at creation instead of a umask read that set it process-wide."""
+    from envlock._cache_files import write_entry
+
+    old = os.umask(0o022)
+    try:
+        write_entry(tmp_path, tmp_path / "ab" / "a.body", b"x")
+        os.umask(0o077)
+        write_entry(tmp_path, tmp_path / "ab" / "b.body", b"x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "ab" / "a.body").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "ab" / "b.body").stat().st_mode) == 0o600
