@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,6 +199,26 @@ def test_check_url_accepts_good_urls() -> None:
         check_url(url)
 
 
+def _client_for(base: str, tmp_path: Path, retries: int,
+                on_request: Any = None) -> IndexClient:
+    """A client of ``base`` whose retries do not sleep."""
+    c = IndexClient(IndexConfig(index_url=base, retries=retries, timeout=5),
+                    cache_dir=tmp_path, on_request=on_request)
+    c.transport.backoff = 0.0
+    return c
+
+
+def _refused_base() -> str:
+    """An index URL on a loopback port nothing listens on: connections are refused."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    return f"http://127.0.0.1:{port}/simple"
+
+
 def _no_such_name(name: str) -> None:
     """Skip unless this machine's resolver answers that ``name`` does not exist (a
     resolver that cannot be reached answers 'try again' instead)."""
@@ -220,8 +241,7 @@ def test_a_name_that_does_not_resolve_is_asked_once(tmp_path: Path) -> None:
     name = "envlock-no-such-host.invalid"  # RFC 6761: never resolves
     _no_such_name(name)
     base = f"http://{name}/simple"
-    c = IndexClient(IndexConfig(index_url=base, retries=3, timeout=5), cache_dir=tmp_path)
-    c.transport.backoff = 0.0
+    c = _client_for(base, tmp_path, retries=3)
     try:
         with pytest.raises(IndexError_) as first:
             c.page(base, "torch")
@@ -249,8 +269,7 @@ def test_a_proxy_whose_name_does_not_resolve_is_named(tmp_path: Path,
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HTTP_PROXY", f"http://{proxy}:3128")
     base = "http://index.example.org/simple"
-    c = IndexClient(IndexConfig(index_url=base, retries=3, timeout=5), cache_dir=tmp_path)
-    c.transport.backoff = 0.0
+    c = _client_for(base, tmp_path, retries=3)
     try:
         with pytest.raises(IndexError_) as err:
             c.page(base, "torch")
@@ -264,13 +283,7 @@ def test_a_proxy_whose_name_does_not_resolve_is_named(tmp_path: Path,
 def test_a_retry_stops_when_another_request_found_the_host_gone(tmp_path: Path) -> None:
     """Two requests to a host that refuses connections: while the second is between its
     attempts, the first gives up and marks the host; the second does not try again."""
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there now: connections are refused
-    base = f"http://127.0.0.1:{port}/simple"
+    base = _refused_base()
     first_error: list = []
     asked: list = []
 
@@ -283,9 +296,7 @@ def test_a_retry_stops_when_another_request_found_the_host_gone(tmp_path: Path) 
             except IndexError_ as exc:
                 first_error.append(exc)
 
-    c = IndexClient(IndexConfig(index_url=base, retries=2, timeout=5), cache_dir=tmp_path,
-                    on_request=on_request)
-    c.transport.backoff = 0.0
+    c = _client_for(base, tmp_path, retries=2, on_request=on_request)
     try:
         with pytest.raises(IndexError_) as second:
             c.transport.get(f"{base}/numpy/")
@@ -301,15 +312,8 @@ def test_a_host_nothing_could_reach_is_not_retried_again_in_the_same_run(
         tmp_path: Path) -> None:
     """Every attempt at the first URL fails to connect; a second URL on that host fails at
     once, with the same cause, instead of sleeping through the retries again."""
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there now: connections are refused
-    base = f"http://127.0.0.1:{port}/simple"
-    c = IndexClient(IndexConfig(index_url=base, retries=2, timeout=5), cache_dir=tmp_path)
-    c.transport.backoff = 0.0
+    base = _refused_base()
+    c = _client_for(base, tmp_path, retries=2)
     try:
         with pytest.raises(IndexError_) as first:
             c.page(base, "torch")
