@@ -14,11 +14,11 @@ expression over the whole list, and only the files whose tag triple the targets 
 (and every file without one, such as an sdist) are decoded, as a page of their own, by
 the same parser and checks as a whole page (:func:`~envlock.index.pages.parse_json`).
 
-Anything not in the plain shape this expects (no ``"files"`` list or two of them, a file
-name with an escape, a name count that does not match the file count, a kept file that
-decodes to another name than the one found for it, a list that does not end where its
-last object does, a page around the list that is not JSON) returns None, and the caller
-parses the whole page as before. A file left out is one whose own name says no target can
+Anything not in the plain shape this expects (no ``"files"`` list, two of them, one that
+is not the page's own, a file name with an escape, a name count that does not match the
+file count, a kept file that decodes to another name than the one found for it, a list
+that does not end where its last object does, a page around the list that is not JSON)
+returns None, and the caller parses the whole page as before. A file left out is one whose own name says no target can
 install it, and it is not checked further (a damaged file entry that no target could use
 does not fail the page); a page built to mislead this cut could only hide files from this
 run, which its index could do anyway.
@@ -27,6 +27,7 @@ run, which its index could do anyway.
 from __future__ import annotations
 
 import json
+import os
 import re
 from itertools import compress
 from typing import Callable, List, Optional, Tuple
@@ -69,15 +70,19 @@ def narrowed_json(body: bytes, fits: Callable[[str], bool]) -> Optional[Tuple[by
     if not after.startswith("]"):
         return None
     # the page around the list must be JSON too (a page cut short after the list is
-    # refused by the whole parse: not taken here); and all of it UTF-8, as json.loads
-    # would have it
+    # refused by the whole parse: not taken here), the list must be the page's own
+    # "files" (not one inside another member, nor one a later "files" key overrides:
+    # the list is replaced by a mark only this call knows, which must come back as the
+    # page's files), and all of it UTF-8, as json.loads would have it
+    mark = os.urandom(8).hex()
     try:
-        skeleton = json.loads(body[:at.start()].decode("utf-8") + '"files":[' + after)
+        skeleton = json.loads(body[:at.start()].decode("utf-8") + f'"files":["{mark}"'
+                              + after)
         if not body.isascii():
             body.decode("utf-8")
     except (ValueError, RecursionError):
         return None
-    if not isinstance(skeleton, dict):
+    if not isinstance(skeleton, dict) or skeleton.get("files") != [mark]:
         return None
     parts[-1] = tail[1:end - 1].encode("utf-8")
     # per file, one call of triple_key (the names decoded together); fits is asked once
