@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 import stat
 import tempfile
+import threading
 from pathlib import Path
 from typing import Optional, Union
 

@@ -696,9 +696,8 @@ def parse_page(body: bytes, content_type: str, url: str, index: str,
                name: str) -> ProjectPage:
     """A project page from its bytes (JSON or HTML, by content type or first byte).
     Anything malformed is an :class:`IndexError_` naming the page."""
-    ctype = content_type.split(";")[0].strip().lower()
     try:
-        if ctype.endswith("json") or body.lstrip()[:1] in (b"{", b"["):
+        if _looks_json(body, content_type):
             try:
                 data = json.loads(body)
             except (ValueError, RecursionError) as exc:
@@ -710,6 +709,12 @@ def parse_page(body: bytes, content_type: str, url: str, index: str,
             from None
 
 
+def _looks_json(body: bytes, content_type: str) -> bool:
+    """A JSON page (PEP 691), by its content type or its first byte; else HTML."""
+    ctype = content_type.split(";")[0].strip().lower()
+    return ctype.endswith("json") or body.lstrip()[:1] in (b"{", b"[")
+
+
 def _narrowed_page(body: bytes, content_type: str, url: str, index: str, name: str,
                    fits: Callable[[str], bool]) -> Optional[ProjectPage]:
     """The page of the files whose tag triple passes ``fits``, decoded from a cut of the
@@ -718,8 +723,7 @@ def _narrowed_page(body: bytes, content_type: str, url: str, index: str, name: s
     page is off: the caller then parses the whole page (and reports what is wrong)."""
     from envlock.index.json_narrow import kept_names_match, narrowed_json
 
-    ctype = content_type.split(";")[0].strip().lower()
-    if not (ctype.endswith("json") or body.lstrip()[:1] == b"{"):
+    if not _looks_json(body, content_type):
         return None
     cut = narrowed_json(body, fits)
     if cut is None:

@@ -107,12 +107,13 @@ class RemoteZip:
         if at >= 0 and cd.find(_METADATA, at + 1) < 0 and cd.count(_CDH) == self._n_total:
             end = at + len(_METADATA)
             start = cd.rfind(_CDH, 0, at)
-            if start >= 0 and start + 46 <= end:
-                entry = _record(cd, start)
-                if (entry is not None and start + 46 + len(entry.name.encode("utf-8")) == end
+            found = _record(cd, start) if start >= 0 else None
+            if found is not None:
+                entry = found[0]
+                if (start + 46 + len(entry.name.encode("utf-8")) == end
                         and _TOP_METADATA.search(entry.name)):
                     return entry
-        return self.find(r"^[^/]+\.dist-info/METADATA$")
+        return self.find(_TOP_METADATA.pattern)
 
     def _slice(self, tail: bytes, tail_start: int, offset: int, length: int) -> bytes:
         if offset >= tail_start:
@@ -170,33 +171,26 @@ _METADATA = b".dist-info/METADATA"
 _TOP_METADATA = re.compile(r"^[^/]+\.dist-info/METADATA$")
 
 
-def _record(cd: bytes, pos: int) -> Optional[ZipEntry]:
-    """The central directory record at ``pos`` (None when it does not fit in ``cd``)."""
+def _record(cd: bytes, pos: int) -> Optional[Tuple[ZipEntry, int]]:
+    """The central directory record at ``pos`` and where the next one starts (None when
+    no record starts there)."""
     if pos + 46 > len(cd) or not cd.startswith(_CDH, pos):
         return None
-    (method, csize, usize, n_len, x_len, _, offset) = _CD_RECORD.unpack_from(cd, pos + 4)
-    if pos + 46 + n_len + x_len > len(cd):
-        return None
+    (method, csize, usize, n_len, x_len, c_len, offset) = _CD_RECORD.unpack_from(cd, pos + 4)
     name = cd[pos + 46:pos + 46 + n_len].decode("utf-8", "replace")
     if csize == 0xFFFFFFFF or usize == 0xFFFFFFFF or offset == 0xFFFFFFFF:
         extra = cd[pos + 46 + n_len:pos + 46 + n_len + x_len]
         usize, csize, offset = _zip64_extra(extra, usize, csize, offset)
-    return ZipEntry(name, method, csize, usize, offset)
+    return ZipEntry(name, method, csize, usize, offset), pos + 46 + n_len + x_len + c_len
 
 
 def _parse_cd(cd: bytes, label: str) -> Dict[str, ZipEntry]:
     entries: Dict[str, ZipEntry] = {}
-    pos = 0
-    end = len(cd)
-    unpack = _CD_RECORD.unpack_from
-    while pos + 46 <= end and cd.startswith(_CDH, pos):
-        (method, csize, usize, n_len, x_len, c_len, offset) = unpack(cd, pos + 4)
-        name = cd[pos + 46:pos + 46 + n_len].decode("utf-8", "replace")
-        if csize == 0xFFFFFFFF or usize == 0xFFFFFFFF or offset == 0xFFFFFFFF:
-            extra = cd[pos + 46 + n_len:pos + 46 + n_len + x_len]
-            usize, csize, offset = _zip64_extra(extra, usize, csize, offset)
-        entries[name] = ZipEntry(name, method, csize, usize, offset)
-        pos += 46 + n_len + x_len + c_len
+    found = _record(cd, 0)
+    while found is not None:
+        entry, pos = found
+        entries[entry.name] = entry
+        found = _record(cd, pos)
     if not entries:
         raise IndexError_(f"{label}: empty or unreadable central directory")
     return entries
