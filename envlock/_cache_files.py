@@ -4,7 +4,7 @@ A cache directory (``ENVLOCK_CACHE_DIR``) can be shared between users (a CI cach
 directory, a world-writable ``/tmp/cache``), and every entry's path is predictable (a
 digest of a URL). :func:`envlock._files.atomic_write_bytes` follows a symlink to write its
 target, which is right for ``-o`` (the user named the link) and wrong here: another user
-who plants ``http/ab/<key>.body -> /home/victim/.bashrc`` would have the victim's next
+who plants ``http/a/<key>.body -> /home/victim/.bashrc`` would have the victim's next
 resolve replace that file with bytes an index chose. So, below the cache root:
 
 - every directory is opened with ``O_NOFOLLOW | O_DIRECTORY`` from its parent's
@@ -39,6 +39,15 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+
+
+#: Entries are spread over 16 directories per kind (the first hex digit of their key), not
+#: 256: a cold resolve of vllm made 311 directories for 602 entries (each a new inode,
+#: ~0.5 ms of kernel time on a virtual disk), more than the 64 kept open
+#: (:func:`_acquire`), so each use walked to its directory again (1,422 walks, ~3,500
+#: system calls). Sixteen directories of a few thousand entries each are nothing to a
+#: file system. (Entries of the old layout are simply not found: they are refetched.)
+SHARD = 1
 
 
 def cache_dir() -> Optional[Path]:
@@ -220,17 +229,34 @@ def _directory(root: Path, dirs: Sequence[str], create: bool) -> Iterator[int]:
 def read_entry(root: PathLike, path: PathLike, limit: Optional[int] = None) -> bytes:
     """The bytes of the cache entry ``path`` (under ``root``); OSError when it is absent,
     not a regular file, not owned by this user, reached through a link, or larger than
-    ``limit``."""
+    ``limit``. One ``fstat`` and two ``read`` calls, the second seeing the end (a file
+    object made four more system calls, each handing the GIL to another thread)."""
     root = Path(root)
     parts = _parts(root, Path(path))
     with _directory(root, parts[:-1], create=False) as dfd:
         fd = os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0),
                      dir_fd=dfd)
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or (st.st_uid != _uid() and _uid() != -1):
             raise PermissionError(f"cache entry {path} is not a regular file of this user")
-        data = fh.read() if limit is None else fh.read(limit + 1)
+        # the size it had, and one byte more to see the end (or a file over the limit)
+        cap = None if limit is None else limit + 1
+        want = st.st_size + 1 if cap is None else min(st.st_size + 1, cap)
+        chunks = []
+        got = 0
+        while True:
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+            if cap is not None and got >= cap:
+                break
+            want = 1 << 20 if cap is None else min(1 << 20, cap - got)
+    finally:
+        os.close(fd)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if limit is not None and len(data) > limit:
         raise OSError(f"cache entry {path} is larger than {limit} bytes")
     return data
@@ -251,23 +277,30 @@ def entry_exists(root: PathLike, path: PathLike) -> bool:
 def write_entry(root: PathLike, path: PathLike, data: bytes, *, durable: bool = False) -> None:
     """Write the cache entry ``path`` (under ``root``) as the module docstring says: never
     through a link, never into a directory of another user. OSError on failure (callers
-    treat the cache as an optimisation and go on)."""
+    treat the cache as an optimisation and go on).
+
+    Plain descriptor calls, no file object: ``os.fdopen`` asks the new file for its size,
+    whether it is a terminal and its position (three system calls, each handing the GIL to
+    another thread, for each of the hundreds of entries a cold resolve writes)."""
     root = Path(root)
     parts = _parts(root, Path(path))
     with _directory(root, parts[:-1], create=True) as dfd:
         name = parts[-1]
-        tmp = f".{name}.{os.urandom(6).hex()}.tmp"
+        tmp = f".{name}.{_temp_suffix()}.tmp"
         # 0666 less the umask, applied by the kernel: the mode any new file gets (a
         # temporary name, renamed into place once written). Asking for the umask here
         # meant setting it, process-wide, from several threads at once
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666,
                      dir_fd=dfd)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
                 if durable:
-                    os.fsync(fh.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             try:
@@ -275,6 +308,21 @@ def write_entry(root: PathLike, path: PathLike, data: bytes, *, durable: bool = 
             except OSError:
                 pass
             raise
+
+
+def _temp_suffix() -> str:
+    """A temporary name no other writer uses: random per process, then counted (a random
+    name per entry was a ``getrandom`` call per entry). A forked child draws its own."""
+    with _TEMP_LOCK:
+        if _TEMP[0] != os.getpid():
+            _TEMP[:] = [os.getpid(), os.urandom(6).hex(), 0]
+        _TEMP[2] += 1
+        return f"{_TEMP[1]}{_TEMP[2]:x}"
+
+
+#: [pid, random prefix, counter] of :func:`_temp_suffix`
+_TEMP: list = [None, "", 0]
+_TEMP_LOCK = threading.Lock()
 
 
 def iter_entries(root: PathLike, dirs: Sequence[str]) -> Iterator[str]:  # pragma: no cover

@@ -29,7 +29,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 from packaging.utils import canonicalize_name
 
 from envlock import replay
-from envlock._cache_files import entry_exists, read_entry, write_entry
+from envlock._cache_files import SHARD, entry_exists, read_entry, write_entry
 from envlock.errors import BuildError, EnvlockError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
 from envlock.index.http import Transport
@@ -329,7 +329,7 @@ class IndexClient:
         if self.cache_dir is None or not valid_digest("sha256", dist.sha256):
             return None
         ident = _digest("metadata-v3", redact(dist.index), str(dist.sha256))
-        path = self.cache_dir / "metadata" / ident[:2] / f"{ident}.metadata"
+        path = self.cache_dir / "metadata" / ident[:SHARD] / f"{ident}.metadata"
         return path
 
     def _fetch_metadata(self, dist: Dist) -> Metadata:

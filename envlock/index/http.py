@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 from envlock import replay
-from envlock._cache_files import read_entry, write_entry
+from envlock._cache_files import SHARD, read_entry, write_entry
 from envlock.errors import InputError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, check_url, redact
 
@@ -121,7 +121,7 @@ class Transport:
         if self.cache_dir is None:
             return None
         key = hashlib.sha256(redact(url).encode()).hexdigest()
-        d = self.cache_dir / key[:2]
+        d = self.cache_dir / key[:SHARD]
         return d / f"{key}.body", d / f"{key}.json"
 
     def _cache_read(self, url: str) -> Optional[Tuple[bytes, Dict[str, Any]]]:
