@@ -412,8 +412,6 @@ def run(args: argparse.Namespace, out: Any) -> int:
 
 
 def _run(args: argparse.Namespace, out: Any) -> int:
-    from envlock.matrix import get_matrix
-
     if args.lock is not None:
         if not args.check:
             raise UsageError("--lock names the lock that --check reads; a new lock is "
@@ -423,17 +421,23 @@ def _run(args: argparse.Namespace, out: Any) -> int:
                              f"pass one of them")
         args.output = args.lock
     if args.check:
+        from envlock.matrix import get_matrix
+
         return _check(args, out, get_matrix())
     config = _index_config(args)
+    if not args.offline:
+        # the first request's imports and TLS context, in the background from now on:
+        # the matrix and the resolver are read meanwhile (envlock.index.http.warm_up)
+        from envlock.index.http import warm_up
+
+        warm_up(config)
     from envlock._redact import strip_userinfo
 
     # the command is written into the lock: never with the credentials of a URL in it
     command = "envlock resolve " + " ".join(shlex.quote(strip_userinfo(a))
                                             for a in _argv_for_header(args))
+    from envlock._cache_files import cache_dir, root_warning
     from envlock.index.client import IndexClient
-    from envlock.matrix.cache import cache_dir
-
-    from envlock._cache_files import root_warning
 
     cdir = cache_dir()
     shared = root_warning(cdir)
@@ -450,6 +454,8 @@ def _run(args: argparse.Namespace, out: Any) -> int:
                              "(--no-build or ENVLOCK_NO_BUILD=1 forbids it)"))
     try:
         _ask_early(client, config, args.requirements)
+        from envlock.matrix import get_matrix
+
         matrix = get_matrix()
         request = build_request(args, matrix, config)
         from envlock.resolve import resolve

@@ -38,7 +38,7 @@ from envlock.index.deadline import POOL_CLASSES
 from envlock.index.http import origin
 
 __all__ = ["Pools", "Reply", "RETRYABLE", "TooManyRedirects", "RefusedRedirect",
-           "MAX_REDIRECTS"]
+           "MAX_REDIRECTS", "CaBundleError", "shared_context", "prepare"]
 
 #: as requests
 MAX_REDIRECTS = 30
@@ -195,21 +195,12 @@ class Pools:
     def _context(self, verify: bool) -> ssl.SSLContext:
         """One TLS context per kind, the CA bundle read once: urllib3 otherwise builds a
         context and rereads the bundle for every new connection (50-90 ms of CPU each,
-        measured), most of a cold resolve's CPU once."""
+        measured), most of a cold resolve's CPU once. Shared by every client of the
+        process (:func:`shared_context`), so one made ahead (:func:`prepare`) is used."""
         ctx = self._contexts.get(verify)
         if ctx is None:
-            if verify:
-                cafile = self._cafile or _certifi_bundle()
-                ctx = ssl.create_default_context(
-                    cafile=cafile if cafile and os.path.isfile(cafile) else None,
-                    capath=cafile if cafile and os.path.isdir(cafile) else None)
-            else:
-                ctx = ssl.create_default_context()
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            if self._client_cert:
-                ctx.load_cert_chain(self._client_cert)
-            self._contexts[verify] = ctx
+            ctx = self._contexts[verify] = shared_context(self._cafile, self._client_cert,
+                                                          verify)
         return ctx
 
     def _proxy_for(self, parts: Any) -> Optional[str]:
@@ -222,6 +213,83 @@ class Pools:
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+#: TLS contexts by (CA bundle and its identity on disk, client certificate, verify)
+_CONTEXTS: Dict[Tuple[Any, ...], ssl.SSLContext] = {}
+_CONTEXTS_LOCK = threading.Lock()
+
+
+class CaBundleError(Exception):
+    """The CA bundle (or the client certificate) configured cannot be used: missing, or
+    not PEM certificates. pip and requests refuse such a setting rather than fall back to
+    another trust store; the transport reports it as the user's input (one line)."""
+
+
+def shared_context(cafile: Optional[str], client_cert: Optional[str],
+                   verify: bool) -> ssl.SSLContext:
+    """The process's TLS context for these settings, made on first use. Keyed by the CA
+    bundle's identity on disk as well as its name: a bundle rewritten in place is read
+    again. Made under a lock: a thread asking while another makes it waits for that one
+    (reading certifi's bundle is ~25 ms of CPU). :class:`CaBundleError` when ``cafile``
+    (given: not certifi's) or ``client_cert`` cannot be used; a failure is not kept."""
+    named = cafile
+    if verify:
+        cafile = cafile or _certifi_bundle()
+    key = (cafile if verify else None, _identity(cafile) if verify else None, client_cert,
+           verify)
+    with _CONTEXTS_LOCK:
+        ctx = _CONTEXTS.get(key)
+        if ctx is None:
+            if verify and named and not os.path.exists(named):
+                # (it used to be dropped without a word: the system's trust store was used
+                # instead of the one the user named)
+                raise CaBundleError(f"the CA bundle {named} does not exist")
+            try:
+                if verify:
+                    ctx = ssl.create_default_context(
+                        cafile=cafile if cafile and os.path.isfile(cafile) else None,
+                        capath=cafile if cafile and os.path.isdir(cafile) else None)
+                else:
+                    ctx = ssl.create_default_context()
+                    ctx.check_hostname = False
+                    ctx.verify_mode = ssl.CERT_NONE
+            except (ssl.SSLError, OSError) as exc:
+                raise CaBundleError(f"the CA bundle {cafile} cannot be used "
+                                    f"({_reason(exc)})") from None
+            if client_cert:
+                try:
+                    ctx.load_cert_chain(client_cert)
+                except (ssl.SSLError, OSError) as exc:
+                    raise CaBundleError(f"the client certificate {client_cert} cannot be "
+                                        f"used ({_reason(exc)})") from None
+            _CONTEXTS[key] = ctx
+        return ctx
+
+
+def _reason(exc: BaseException) -> str:
+    """``[X509: NO_CERTIFICATE_OR_CRL_FOUND] no certificate or crl found (_ssl.c:4154)``
+    -> ``no certificate or crl found``: what OpenSSL or the OS says, without the codes."""
+    text = getattr(exc, "strerror", None) or str(exc)
+    if text.startswith("[") and "] " in text:
+        text = text.split("] ", 1)[1]
+    return text.split(" (_ssl.c:")[0].strip() or type(exc).__name__
+
+
+def _identity(path: Optional[str]) -> Optional[Tuple[int, int, int, int]]:
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def prepare(cafile: Optional[str], client_cert: Optional[str]) -> None:
+    """Do ahead what the first request does before it reaches the network: this module's
+    imports (urllib3 among them: done by importing it), the verifying TLS context and
+    the IDNA codec that name lookups use. See :func:`envlock.index.http.warm_up`."""
+    shared_context(cafile, client_cert, True)
+    "localhost".encode("idna")
+
 
 def _certifi_bundle() -> Optional[str]:
     try:

@@ -13,7 +13,7 @@ from support.cli import run_cli
 from support.index_server import IndexServer, make_wheel
 from support.tls import Pki, make_pki
 
-from envlock.errors import IndexError_
+from envlock.errors import IndexError_, InputError
 from envlock.index import IndexClient
 from envlock.index.config import load_index_config
 
@@ -126,3 +126,60 @@ def test_a_trusted_host_costs_no_warning_per_request(server: IndexServer, tmp_pa
                         "--dry-run"], env=env, capture_output=True, text=True, timeout=300)
     assert "InsecureRequestWarning" not in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+# -- a CA bundle or client certificate that cannot be used ----------------------------------
+# pip and requests refuse these settings; envlock dropped a missing bundle without a word and
+# verified against the system's trust store instead of the one the user named.
+
+def test_a_missing_ca_bundle_is_the_users_input_named_with_where_it_was_set(
+        server: IndexServer, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-ca.pem"
+    with pytest.raises(InputError) as info:
+        _page(server, tmp_path, {"PIP_CERT": str(missing)})
+    assert str(info.value) == f"the CA bundle {missing} does not exist ($PIP_CERT)"
+
+
+@pytest.mark.parametrize("var", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])
+def test_a_missing_bundle_from_the_environment_names_its_variable(
+        server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        var: str) -> None:
+    monkeypatch.setenv(var, str(tmp_path / "gone.pem"))
+    with pytest.raises(InputError, match=rf"gone\.pem does not exist \(\${var}\)"):
+        _page(server, tmp_path, {})
+
+
+def test_a_bundle_without_certificates_says_what_openssl_found(
+        server: IndexServer, tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-bundle.pem"
+    bad.write_text("this is not a certificate\n")
+    with pytest.raises(InputError) as info:
+        _page(server, tmp_path, {"PIP_CERT": str(bad)})
+    assert str(info.value).startswith(f"the CA bundle {bad} cannot be used (")
+    assert "$PIP_CERT" in str(info.value) and "_ssl.c" not in str(info.value)
+
+
+def test_a_client_certificate_that_cannot_be_read_is_named(server: IndexServer, pki: Pki,
+                                                           tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"the client certificate .*nope\.pem cannot be "
+                                         r"used .*\$PIP_CLIENT_CERT"):
+        _page(server, tmp_path, {"PIP_CERT": str(pki.ca),
+                                 "PIP_CLIENT_CERT": str(tmp_path / "nope.pem")})
+
+
+def test_a_missing_bundle_ends_resolve_with_exit_2_and_asks_nothing(
+        server: IndexServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("PIP_CERT", str(tmp_path / "missing.pem"))
+    before = len(server.log)
+    r = run_cli("resolve", "--gpu", "H100 SXM", "--torch", "==2.5.1", "--index-url",
+                server.url("pypi"), "--pytorch-index-url", f"{server.base}/pytorch", "demo",
+                "-o", str(tmp_path / "o.lock"))
+    assert r.code == 2, (r.code, r.err)
+    lines = r.err.strip().splitlines()
+    assert lines[0] == (f"envlock: error: the CA bundle {tmp_path / 'missing.pem'} does not "
+                        f"exist ($PIP_CERT)"), r.err
+    assert len(lines) == 2 and lines[1].startswith("hint: ")
+    assert "Traceback" not in r.err and not (tmp_path / "o.lock").exists()
+    assert len(server.log) == before  # no request reached the index
