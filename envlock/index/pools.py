@@ -214,7 +214,7 @@ class Pools:
 
 # -- helpers ---------------------------------------------------------------------------
 
-#: TLS contexts by (CA bundle and its identity on disk, client certificate, verify)
+#: TLS contexts by (CA bundle, client certificate, each with its identity on disk; verify)
 _CONTEXTS: Dict[Tuple[Any, ...], ssl.SSLContext] = {}
 _CONTEXTS_LOCK = threading.Lock()
 
@@ -236,7 +236,7 @@ def shared_context(cafile: Optional[str], client_cert: Optional[str],
     if verify:
         cafile = cafile or _certifi_bundle()
     key = (cafile if verify else None, _identity(cafile) if verify else None, client_cert,
-           verify)
+           _identity(client_cert), verify)
     with _CONTEXTS_LOCK:
         ctx = _CONTEXTS.get(key)
         if ctx is None:
