@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -338,6 +339,18 @@ def _ask_early(client: Any, config: Any, requirements: Sequence[str]) -> None:
             client.prefetch_page(config.indexes[0], name)
 
 
+def _first_names(requirements: Sequence[str]) -> Tuple[str, ...]:
+    """Projects whose pages a resolve reads first (torch's, the first requirement's),
+    normalised as in index URLs (PEP 503), without parsing the requirement (packaging is
+    not imported yet); a line this does not read gives nothing."""
+    names = ["torch"]
+    for text in requirements[:1]:
+        m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", text)
+        if m:
+            names.append(re.sub(r"[-_.]+", "-", m.group(1)).lower())
+    return tuple(names)
+
+
 def _index_config(args: argparse.Namespace) -> Any:
     """pip's configuration, then the requirements files' index lines, then the command
     line's options (the command line's --index-url wins over a file's)."""
@@ -428,9 +441,10 @@ def _run(args: argparse.Namespace, out: Any) -> int:
     if not args.offline:
         # the first request's imports and TLS context, in the background from now on:
         # the matrix and the resolver are read meanwhile (envlock.index.http.warm_up)
+        from envlock._cache_files import cache_dir as _cache_dir
         from envlock.index.http import warm_up
 
-        warm_up(config)
+        warm_up(config, _cache_dir(), _first_names(args.requirements))
     from envlock._redact import strip_userinfo
 
     # the command is written into the lock: never with the credentials of a URL in it

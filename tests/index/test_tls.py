@@ -183,3 +183,25 @@ def test_a_missing_bundle_ends_resolve_with_exit_2_and_asks_nothing(
     assert len(lines) == 2 and lines[1].startswith("hint: ")
     assert "Traceback" not in r.err and not (tmp_path / "o.lock").exists()
     assert len(server.log) == before  # no request reached the index
+
+
+def test_no_warm_up_when_the_first_page_is_fresh_in_the_cache(
+        server: IndexServer, pki: Pki, tmp_path: Path) -> None:
+    """A resolve whose first pages are in the cache may open no connection: the warm-up
+    (imports and the TLS context, ~0.1 s of CPU) is then not started."""
+    from envlock.index.http import warm_up
+
+    env = {"PIP_CONFIG_FILE": "/dev/null", "PIP_RETRIES": "0", "PIP_CERT": str(pki.ca)}
+    config = load_index_config(env=env, index_url=server.url("pypi"))
+    with IndexClient(config, cache_dir=tmp_path / "cache") as client:
+        assert client.page(server.url("pypi"), "demo") is not None  # now in the cache
+
+    def started(*first: str) -> bool:
+        thread = warm_up(config, tmp_path / "cache", first)
+        if thread is not None:
+            thread.join()
+        return thread is not None
+
+    assert not started("torch", "demo")
+    assert started("torch", "other")  # nothing of these in the cache: a cold start
+    assert started()

@@ -8,7 +8,6 @@ import shutil
 import ssl
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -55,12 +54,9 @@ def test_a_context_that_does_not_verify_is_its_own(tmp_path: Path, pki: Pki) -> 
 def test_the_warm_up_makes_the_context_the_first_request_uses(tmp_path: Path,
                                                              pki: Pki) -> None:
     bundle = _bundle(tmp_path / "warm.pem", pki.ca)
-    before = {t.ident for t in threading.enumerate()}
-    warm_up(IndexConfig(index_url="https://index.invalid/simple", cert=str(bundle)))
-    started = [t for t in threading.enumerate()
-               if t.ident not in before and t.name == "envlock-warm-up"]
-    assert len(started) == 1
-    started[0].join()
+    thread = warm_up(IndexConfig(index_url="https://index.invalid/simple", cert=str(bundle)))
+    assert thread is not None and thread.name == "envlock-warm-up" and not thread.daemon
+    thread.join()
     from envlock.index import pools
 
     made = [ctx for key, ctx in pools._CONTEXTS.items() if key[0] == str(bundle)]
@@ -69,11 +65,8 @@ def test_the_warm_up_makes_the_context_the_first_request_uses(tmp_path: Path,
 
 
 def test_no_warm_up_without_an_https_index() -> None:
-    before = {t.ident for t in threading.enumerate()}
-    warm_up(IndexConfig(index_url="http://127.0.0.1:1/simple"))
-    warm_up(IndexConfig(index_url="https://pypi.org/simple", no_index=True))
-    assert not [t for t in threading.enumerate()
-                if t.ident not in before and t.name == "envlock-warm-up"]
+    assert warm_up(IndexConfig(index_url="http://127.0.0.1:1/simple")) is None
+    assert warm_up(IndexConfig(index_url="https://pypi.org/simple", no_index=True)) is None
 
 
 def test_a_warm_up_that_fails_says_nothing_and_the_request_reports(tmp_path: Path) -> None:
