@@ -438,22 +438,22 @@ def _run(args: argparse.Namespace, out: Any) -> int:
 
         return _check(args, out, get_matrix())
     config = _index_config(args)
+    from envlock._cache_files import cache_dir, root_warning
+
+    cdir = cache_dir()
     if not args.offline:
         # the first request's imports and TLS context, in the background from now on:
         # the matrix and the resolver are read meanwhile (envlock.index.http.warm_up)
-        from envlock._cache_files import cache_dir as _cache_dir
         from envlock.index.http import warm_up
 
-        warm_up(config, _cache_dir(), _first_names(args.requirements))
+        warm_up(config, cdir, _first_names(args.requirements))
     from envlock._redact import strip_userinfo
 
     # the command is written into the lock: never with the credentials of a URL in it
     command = "envlock resolve " + " ".join(shlex.quote(strip_userinfo(a))
                                             for a in _argv_for_header(args))
-    from envlock._cache_files import cache_dir, root_warning
     from envlock.index.client import IndexClient
 
-    cdir = cache_dir()
     shared = root_warning(cdir)
     if shared:
         out.error("envlock: warning: " + _one_line_text(shared))

@@ -467,9 +467,10 @@ def warm_up(config: IndexConfig, cache_dir: Optional[Path] = None,
     connection code, read the CA bundle into the TLS context, load the IDNA codec (about
     90 ms of CPU). Started before the matrix is read and the resolver imported, so the
     first request goes out as soon as it is asked for (measured, torch + transformers +
-    accelerate + datasets, cold: the first connection 0.45-0.51 s after start, 0.35-0.37
-    s with this, medians of 7 runs in two alternating pairs). Opens no connection and asks
-    nothing of the index; any failure is left for the first request to meet and report.
+    accelerate + datasets, cold: the first connection 0.43-0.52 s after start, 0.32-0.46
+    s with this, medians of 7 runs in seven alternating pairs). Opens no connection and
+    asks nothing of the index; any failure is left for the first request to meet and
+    report.
 
     Not when the page of one of ``first`` (project names the resolve asks for first: a
     requirement, torch) is fresh in the cache under ``cache_dir``: a resolve that reads
