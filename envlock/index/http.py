@@ -142,6 +142,19 @@ class Transport:
         the cache without asking the server (fresh, or ``offline``), else None. Reads the
         small entry only: a caller that keeps what it derived from the body under this
         digest need not read (and hash) the body again."""
+        found = self._fresh_meta(url)
+        if found is None:
+            return None
+        paths, meta = found
+        digest = meta.get("sha256")
+        if not (isinstance(digest, str) and len(digest) == 64):
+            return None
+        replay.note_entry((paths[1],), self._expires(meta, False))
+        return digest
+
+    def _fresh_meta(self, url: str) -> Optional[Tuple[Tuple[Path, Path], Dict[str, Any]]]:
+        """The paths and the small entry of ``url`` when that entry is fresh (or
+        ``offline``), else None; not noted for a replay (the caller decides)."""
         paths = self._paths(url)
         if paths is None or url.startswith("file:"):
             return None
@@ -151,11 +164,7 @@ class Transport:
             return None
         if not isinstance(meta, dict) or not self._is_fresh(meta, False):
             return None
-        digest = meta.get("sha256")
-        if not (isinstance(digest, str) and len(digest) == 64):
-            return None
-        replay.note_entry((paths[1],), self._expires(meta, False))
-        return digest
+        return paths, meta
 
     def _expires(self, meta: Mapping[str, Any], immutable: bool) -> float:
         """When a cached entry stops being fresh: never for immutable entries and under
@@ -502,17 +511,7 @@ def _any_fresh(config: IndexConfig, cache_dir: Path, names: Tuple[str, ...]) -> 
     without noting it for a replay: this is a guess, not part of the resolve)."""
     transport = Transport(config, cache_dir)
     base = config.indexes[0].rstrip("/")
-    for name in names:
-        paths = transport._paths(f"{base}/{name}/")
-        if paths is None:
-            continue
-        try:
-            meta = json.loads(read_entry(transport._cache_root, paths[1], _MAX_META_BYTES))
-        except (OSError, ValueError, RecursionError):
-            continue
-        if isinstance(meta, dict) and transport._is_fresh(meta, False):
-            return True
-    return False
+    return any(transport._fresh_meta(f"{base}/{name}/") is not None for name in names)
 
 
 def _env_ca_bundle() -> Optional[str]:
