@@ -24,7 +24,7 @@ import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from packaging.utils import canonicalize_name
 
@@ -549,7 +549,29 @@ class IndexClient:
             cr = resp.headers.get("Content-Range") or resp.headers.get("content-range") or ""
             return resp.body, _range_total(cr, dist.filename)
 
-        return RemoteZip(fetch, dist.filename)
+        def beside(start: int, end: int) -> Callable[[], Tuple[bytes, Optional[int]]]:
+            # a thread of its own, not a worker: every worker could be waiting in here
+            box: List[Any] = []
+
+            def run() -> None:
+                try:
+                    box.append((True, fetch(start, end)))
+                except BaseException as exc:  # noqa: BLE001 - handed to the waiting reader
+                    box.append((False, exc))
+
+            thread = threading.Thread(target=run, name="envlock-zip-head")
+            thread.start()
+
+            def result() -> Tuple[bytes, Optional[int]]:
+                thread.join()
+                ok, value = box[0]
+                if not ok:
+                    raise value
+                return value
+
+            return result
+
+        return RemoteZip(fetch, dist.filename, beside)
 
     def download(self, dist: Dist) -> bytes:
         """The whole file, verified against its sha256 when the index gave one."""

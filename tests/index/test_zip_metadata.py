@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from envlock.errors import IndexError_
 from envlock.index.zipread import RemoteZip
 
 EXAMPLES = int(os.environ.get("ENVLOCK_PROPERTY_EXAMPLES", "300"))
@@ -120,3 +121,74 @@ def test_any_wheel_gives_the_member_a_full_parse_finds(members: List[Tuple[str, 
         blob = _zip(members, comments)
     fast, _, slow = _found(blob)
     assert fast == slow
+
+
+# -- a long central directory: the head read beside it ----------------------------------
+
+def _long_wheel(dist_info_first: bool) -> bytes:
+    """A wheel of 5,000 members with long names (a central directory of ~1.2 MB, as
+    torch's), its dist-info first (torch <= 2.6, tensorflow) or last (most wheels)."""
+    meta = [("demo-1.0.dist-info/METADATA", b"Name: demo\nVersion: 1.0\nRequires-Dist: dep\n")]
+    body = [(f"demo/{'d' * 180}/m{i:05d}.py", b"") for i in range(5000)]
+    return _zip(meta + body if dist_info_first else body + meta)
+
+
+def _remote_beside(blob: bytes, head_fails: bool = False, head_size: Optional[int] = None):
+    asked: List[Tuple[str, Optional[int], Optional[int]]] = []
+
+    def fetch(start: Optional[int], end: Optional[int]) -> Tuple[bytes, Optional[int]]:
+        asked.append(("fetch", start, end))
+        if start is None:
+            return blob[-(end or 0):], len(blob)
+        return blob[start:(end + 1) if end is not None else None], len(blob)
+
+    def beside(start: int, end: int):
+        asked.append(("beside", start, end))
+
+        def result() -> Tuple[bytes, Optional[int]]:
+            if head_fails:
+                raise IndexError_("demo.whl: connection reset")
+            return blob[start:end + 1], head_size or len(blob)
+
+        return result
+
+    return RemoteZip(fetch, "demo.whl", beside), asked
+
+
+def test_a_long_directory_has_the_head_read_beside_it_so_front_metadata_costs_no_third_read() -> None:
+    blob = _long_wheel(dist_info_first=True)
+    z, asked = _remote_beside(blob)
+    entry = z.metadata_entry()
+    assert entry is not None and entry.header_offset == 0
+    assert z.read(entry) == b"Name: demo\nVersion: 1.0\nRequires-Dist: dep\n"
+    # the tail, the head beside the directory, the directory: nothing after it
+    assert [kind for kind, _, _ in asked] == ["fetch", "beside", "fetch"]
+    assert asked[1][1:] == (0, 256 * 1024 - 1)
+
+
+def test_metadata_at_the_end_of_a_long_directory_wheel_is_still_read() -> None:
+    blob = _long_wheel(dist_info_first=False)
+    z, asked = _remote_beside(blob)
+    entry = z.metadata_entry()
+    assert entry is not None
+    assert z.read(entry) == b"Name: demo\nVersion: 1.0\nRequires-Dist: dep\n"
+
+
+@pytest.mark.parametrize("head_fails, head_size", [(True, None), (False, 12345)])
+def test_a_failed_or_stale_head_read_only_costs_the_read_it_would_have_spared(
+        head_fails: bool, head_size: Optional[int]) -> None:
+    blob = _long_wheel(dist_info_first=True)
+    z, asked = _remote_beside(blob, head_fails=head_fails, head_size=head_size)
+    entry = z.metadata_entry()
+    assert entry is not None
+    assert z.read(entry) == b"Name: demo\nVersion: 1.0\nRequires-Dist: dep\n"
+    assert [kind for kind, _, _ in asked] == ["fetch", "beside", "fetch", "fetch"]
+    assert asked[-1][1] == 0  # METADATA read on its own, from the wheel itself
+
+
+def test_a_short_directory_reads_no_head() -> None:
+    members = [(f"demo/m{i}.py", b"x = 1\n") for i in range(3000)]
+    members += [("demo-1.0.dist-info/METADATA", b"Name: demo\n")]
+    z, asked = _remote_beside(_zip(members))
+    assert z.read(z.metadata_entry()) == b"Name: demo\n"
+    assert "beside" not in [kind for kind, _, _ in asked]

@@ -258,3 +258,26 @@ def test_a_wheel_of_thousands_of_files_is_read_in_two_ranges(tmp_path: Path) -> 
             md = c.metadata(d)
         assert md.name == "big-pkg" and md.requires_dist == ("dep>=2",)
         assert len(srv.requests("big_pkg-1.0-py3-none-any.whl")) == 2
+
+
+def test_a_long_wheel_with_its_dist_info_first_gives_metadata_in_two_rounds(
+        server: IndexServer, tmp_path: Path) -> None:
+    """torch <= 2.6 puts its dist-info first and lists ~12,000 members: the head is read
+    (in a thread of its own, over HTTP) beside the central directory, so METADATA needs
+    no third range request."""
+    import zipfile
+
+    path = tmp_path / "w" / "big-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("big-1.0.dist-info/METADATA",
+                    "Metadata-Version: 2.1\nName: big\nVersion: 1.0\nRequires-Dist: dep>=2\n")
+        for i in range(5000):
+            zf.writestr(f"big/{'d' * 180}/m{i:05d}.py", b"")
+    server.indexes["pypi"].add(path)
+    server.indexes["pypi"].pep658 = False
+    with client(server, tmp_path) as c:
+        d = c.page(server.url("pypi"), "big").dists[0]
+        md = c.metadata(d)
+    assert md.name == "big" and md.requires_dist == ("dep>=2",)
+    asked = [rng for p, rng in server.range_log if p.endswith(path.name)]
+    assert len(asked) == 3 and "bytes=0-262143" in asked, asked

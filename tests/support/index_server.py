@@ -168,6 +168,8 @@ class IndexServer:
         #: request open while it checks what else the client does meanwhile
         self.gates: Dict[str, threading.Event] = {}
         self.ranges = True
+        #: (path, Range header) of every range request answered
+        self.range_log: List[tuple] = []
         #: exact path -> (status, body, content type[, extra headers]) answered verbatim
         self.raw: Dict[str, tuple] = {}
         #: path substring -> seconds between body bytes (headers go out at once)
@@ -350,6 +352,8 @@ class IndexServer:
             return
         rng = h.headers.get("Range")
         if rng and self.ranges:
+            with self._lock:
+                self.range_log.append((h.path, rng))
             self._send_range(h, data, rng, head)
             return
         self._send(h, 200, data, "application/octet-stream", head)
