@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from envlock import _toml, _toml_emit
+from envlock import _toml_emit
 from envlock._files import atomic_write_text, read_user_text
 from envlock._text import clean_for_output, escape_controls, first_control
 from envlock._toml_emit import Unsupported
@@ -451,6 +451,8 @@ def _short(text: str, limit: int = 60) -> str:
 def parse_lock(text: str, origin: str = "envlock.lock") -> Lock:
     """A :class:`Lock` from TOML text, validated: a malformed lock is an
     :class:`InputError` (exit 2) naming the field's path, never an internal error."""
+    from envlock import _toml  # (a resolve writes a lock and reads none: not imported)
+
     try:
         data = _toml.loads(text)
     except _toml.TOMLDecodeError as exc:

@@ -6,7 +6,6 @@ the matrix stamp and the cache key cover each one."""
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Dict, Optional, Tuple, Union
 
@@ -45,6 +44,11 @@ def data_files(directory: Optional[Union[str, Path]] = None) -> Dict[str, bytes]
                 if p.is_file():
                     out[p.name] = p.read_bytes()
         return out
+    here = Path(__file__).parent.parent / "compat-matrix"
+    if here.is_dir():  # installed as files (every run reads these: no importlib.resources)
+        return data_files(here)
+    from importlib import resources  # a zip import
+
     root = resources.files("envlock").joinpath("compat-matrix")
     for res in sorted(root.iterdir(), key=lambda r: r.name):
         if res.name.endswith(".toml") and res.is_file():

@@ -19,7 +19,6 @@ A PCI device id also finds a GPU, when no name matches: ``1BB1``, ``0x1bb1`` or
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Dict, Iterable, List, Optional, Sequence
 
@@ -52,6 +51,9 @@ class GpuIndex:
         self._by_base: Dict[str, List[Gpu]] = {}  # names without their memory suffix
         self._display: Dict[str, str] = {}
         self._by_pci: Dict[str, List[Gpu]] = {}
+        # built on every run that loads the matrix (~3,000 names): rows are compared by
+        # identity (a dataclass's == compares every field), and a name is normalised a
+        # second time only when it has a memory suffix to drop
         for gpu in gpus:
             for pci in gpu.pci_ids:
                 self._by_pci.setdefault(pci, []).append(gpu)
@@ -60,13 +62,14 @@ class GpuIndex:
                 if not key:
                     continue
                 rows = self._by_key.setdefault(key, [])
-                if gpu not in rows:
+                if not any(row is gpu for row in rows):
                     rows.append(gpu)
                 self._display.setdefault(key, value)
-                base = normalize_name(_MEMORY_SUFFIX.sub("", value))
+                bare = _MEMORY_SUFFIX.sub("", value)
+                base = normalize_name(bare) if bare != value else key
                 if base != key and base:
                     more = self._by_base.setdefault(base, [])
-                    if gpu not in more:
+                    if not any(row is gpu for row in more):
                         more.append(gpu)
 
     def _rows(self, name: str) -> List[Gpu]:
@@ -100,6 +103,8 @@ class GpuIndex:
 
     def suggest(self, name: str, n: int = 3) -> List[str]:
         """Close names for a "did you mean" message, as the matrix spells them."""
+        import difflib  # (only for an error message)
+
         key = normalize_name(name)
         keys = list(self._by_key)
         found = difflib.get_close_matches(key, keys, n=n, cutoff=0.6)
