@@ -571,7 +571,7 @@ class IndexClient:
 
             return result
 
-        return RemoteZip(fetch, dist.filename, beside)
+        return RemoteZip(fetch, dist.filename, beside, dist.size)
 
     def download(self, dist: Dist) -> bytes:
         """The whole file, verified against its sha256 when the index gave one."""

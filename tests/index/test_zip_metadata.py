@@ -192,3 +192,46 @@ def test_a_short_directory_reads_no_head() -> None:
     z, asked = _remote_beside(_zip(members))
     assert z.read(z.metadata_entry()) == b"Name: demo\n"
     assert "beside" not in [kind for kind, _, _ in asked]
+
+
+# -- a small wheel: read whole -------------------------------------------------------------
+
+def _small_front_wheel() -> bytes:
+    """~150 KB, its dist-info first (as pdm-backend writes it: fastapi, typer)."""
+    meta = [("demo-1.0.dist-info/METADATA", b"Name: demo\nVersion: 1.0\n")]
+    return _zip(meta + [("demo/data.bin", os.urandom(150 * 1024))])
+
+
+def test_a_small_wheel_of_known_size_is_read_whole_in_one_request() -> None:
+    blob = _small_front_wheel()
+    asked: List[Tuple[Optional[int], Optional[int]]] = []
+
+    def fetch(start: Optional[int], end: Optional[int]) -> Tuple[bytes, Optional[int]]:
+        asked.append((start, end))
+        if start is None:
+            return blob[-(end or 0):], len(blob)
+        return blob[start:(end + 1) if end is not None else None], len(blob)
+
+    z = RemoteZip(fetch, "demo.whl", size=len(blob))
+    assert z.read(z.metadata_entry()) == b"Name: demo\nVersion: 1.0\n"
+    assert asked == [(None, len(blob))]
+    # without the size (an HTML page gives none): the tail, then the head
+    z, asked2 = _remote(blob)
+    assert z.read(z.metadata_entry()) == b"Name: demo\nVersion: 1.0\n"
+    assert len(asked2) == 2
+
+
+@pytest.mark.parametrize("claimed", [100, 100 * 1024, 10 ** 12, -5])
+def test_a_size_the_page_gets_wrong_still_gives_the_metadata(claimed: int) -> None:
+    blob = _small_front_wheel()
+    asked: List[Tuple[Optional[int], Optional[int]]] = []
+
+    def fetch(start: Optional[int], end: Optional[int]) -> Tuple[bytes, Optional[int]]:
+        asked.append((start, end))
+        if start is None:
+            return blob[-(end or 0):], len(blob)
+        return blob[start:(end + 1) if end is not None else None], len(blob)
+
+    z = RemoteZip(fetch, "demo.whl", size=claimed)
+    assert z.read(z.metadata_entry()) == b"Name: demo\nVersion: 1.0\n"
+    assert asked[0][1] <= 256 * 1024  # never more than a small wheel's worth up front

@@ -281,3 +281,28 @@ def test_a_long_wheel_with_its_dist_info_first_gives_metadata_in_two_rounds(
     assert md.name == "big" and md.requires_dist == ("dep>=2",)
     asked = [rng for p, rng in server.range_log if p.endswith(path.name)]
     assert len(asked) == 3 and "bytes=0-262143" in asked, asked
+
+
+@pytest.mark.parametrize("json_api, reads", [(True, 1), (False, 2)])
+def test_a_small_wheel_with_its_dist_info_first_is_read_whole_when_the_page_gives_its_size(
+        server: IndexServer, tmp_path: Path, json_api: bool, reads: int) -> None:
+    """pdm-backend writes dist-info first: after a 64 KB tail, METADATA needed a read of
+    its own. A JSON page gives the file's size, and a wheel of <= 256 KB is read whole in
+    one request; an HTML page gives none (the tail, then the head, as before)."""
+    import zipfile
+
+    path = tmp_path / "w" / "front-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("front-1.0.dist-info/METADATA",
+                    "Metadata-Version: 2.1\nName: front\nVersion: 1.0\nRequires-Dist: dep>=2\n")
+        zf.writestr("front/blob.bin", os.urandom(150 * 1024))
+    server.indexes["pypi"].add(path)
+    server.indexes["pypi"].pep658 = False
+    server.indexes["pypi"].json_api = json_api
+    with client(server, tmp_path) as c:
+        d = c.page(server.url("pypi"), "front").dists[0]
+        assert (d.size is not None) == json_api
+        md = c.metadata(d)
+    assert md.name == "front" and md.requires_dist == ("dep>=2",)
+    asked = [rng for p, rng in server.range_log if p.endswith(path.name)]
+    assert len(asked) == reads, asked
