@@ -30,6 +30,7 @@ COMMANDS = {
     "fleet": "envlock.cli.fleet_cmd",
     "matrix": "envlock.cli.matrix_cmd",
     "explain": "envlock.cli.explain_cmd",
+    "cache": "envlock.cli.cache_cmd",
     "completion": "envlock.cli.completion",
 }
 

@@ -258,8 +258,7 @@ class IndexClient:
         to that index."""
         if self.cache_dir is None:
             return None
-        key = _digest(redact(index), redact(url), body_sha)
-        return self.cache_dir / "pages" / (key[:32] + ".json")
+        return self.cache_dir / "pages" / parsed_page_name(index, url, body_sha)
 
     def _parsed_cache(self, url: str, index: str, body_sha: str,
                       name: str) -> Optional[ProjectPage]:
@@ -694,6 +693,13 @@ def _trust_hint(dist: Dist, info: Optional[bytes]) -> Optional[str]:
     return (f"its PKG-INFO lists {shown} but marks them dynamic (the build may differ); "
             f"if they are right, --trust-pkg-info {dist.name} reads them instead of "
             f"building, and the lock records it")
+
+
+def parsed_page_name(index: str, url: str, body_sha: str) -> str:
+    """The file name, under the cache's ``pages/``, of the parsed form of the page ``url``
+    of ``index`` whose bytes have this sha256 (``envlock cache prune`` finds the live ones
+    from the HTTP entries)."""
+    return _digest(redact(index), redact(url), body_sha)[:32] + ".json"
 
 
 def _digest(*parts: str) -> str:
