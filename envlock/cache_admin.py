@@ -80,13 +80,14 @@ class Removal:
 def usage(root: Path) -> List[Usage]:
     """Each kind of entry under ``root`` (``other`` for the files at the root)."""
     stale = set(_stale(root))
+    top = str(root)
     out = []
     for kind, _ in KINDS:
         files = nbytes = sfiles = sbytes = 0
         for path, size in _files(root / kind):
             files += 1
             nbytes += size
-            if any(path == s or path.startswith(s + os.sep) for s in stale):
+            if _under(path, stale, top):
                 sfiles += 1
                 sbytes += size
         out.append(Usage(kind, files, nbytes, sfiles, sbytes))
@@ -100,6 +101,15 @@ def usage(root: Path) -> List[Usage]:
             sbytes += size
     out.append(Usage("other", files, nbytes, sfiles, sbytes))
     return out
+
+
+def _under(path: str, marked: set, top: str) -> bool:
+    """Whether ``path`` or one of its directories below ``top`` is in ``marked``."""
+    while len(path) > len(top):
+        if path in marked:
+            return True
+        path = os.path.dirname(path)
+    return False
 
 
 def prune(root: Path, dry_run: bool = False) -> Removal:
@@ -157,13 +167,16 @@ def _live_page_names(root: Path) -> Optional[set]:
     from envlock.index.client import parsed_page_name
 
     names = set()
-    for entry in _walk(root / "http"):
-        if not entry.name.endswith(".json"):
+    entries = [e for shard in _scan(root / "http") if _is_shard(shard.name)
+               for e in _walk(Path(shard.path))]
+    for entry in entries:
+        if not entry.name.endswith(".json") or entry.is_symlink():
             continue
         try:
-            with open(entry.path, "rb") as fh:
+            fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as fh:
                 meta = json.loads(fh.read(1024 * 1024))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if not isinstance(meta, dict):
             continue

@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Any, List
 
+from envlock.cli.parser import needs_subcommand
 from envlock.errors import ExitCode, UsageError
 
 __all__ = ["register"]
@@ -41,12 +42,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                        help="say what would be removed, remove nothing")
         c.add_argument("--json", action="store_true", help="machine-readable output")
         c.set_defaults(run=run)
-    p.set_defaults(run=lambda args, out: _missing(p, out))
+    p.set_defaults(run=lambda args, out: needs_subcommand(p, out))
 
-
-def _missing(parser: argparse.ArgumentParser, out: Any) -> int:
-    parser.print_help(out.stdout)
-    return ExitCode.USAGE
 
 
 def _root() -> Any:

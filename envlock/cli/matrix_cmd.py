@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any, Dict, List
 
+from envlock.cli.parser import needs_subcommand
 from envlock.errors import ExitCode, UsageError
 
 __all__ = ["register"]
@@ -40,12 +41,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     d.add_argument("--json", action="store_true", help="machine-readable output")
     d.set_defaults(run=_driver)
 
-    p.set_defaults(run=lambda args, out: _missing(p, out))
+    p.set_defaults(run=lambda args, out: needs_subcommand(p, out))
 
-
-def _missing(parser: argparse.ArgumentParser, out: Any) -> int:
-    parser.print_help(out.stdout)
-    return ExitCode.USAGE
 
 
 def _dump(out: Any, obj: Any) -> None:

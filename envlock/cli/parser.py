@@ -7,8 +7,11 @@ A module of its own so that ``envlock.cli`` does not import argparse: a replayed
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-__all__ = ["ArgError", "Parser"]
+from envlock.errors import ExitCode
+
+__all__ = ["ArgError", "Parser", "needs_subcommand"]
 
 
 class ArgError(Exception):
@@ -20,3 +23,9 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ArgError(f"{self.prog}: {message}")
+
+
+def needs_subcommand(parser: argparse.ArgumentParser, out: Any) -> int:
+    """A command of subcommands (``matrix``, ``cache``) run without one: its help, exit 2."""
+    parser.print_help(out.stdout)
+    return ExitCode.USAGE

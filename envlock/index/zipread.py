@@ -32,7 +32,7 @@ _HEAD = 256 * 1024
 #: request: wherever its METADATA sits, no second one follows (pdm-backend and others
 #: write dist-info first: 83 of the 134 wheels of 64-256 KB in a cold vllm 0.8.5 resolve
 #: needed a second read for the head after the tail)
-WHOLE = 256 * 1024
+_WHOLE = 256 * 1024
 
 #: fetch(start, end_inclusive) -> bytes; fetch(None, n) -> (last n bytes); returns
 #: (data, total_size or None)
@@ -59,11 +59,11 @@ class RemoteZip:
     def __init__(self, fetch: Fetch, label: str, beside: Optional[Beside] = None,
                  size: Optional[int] = None) -> None:
         """``size``: the file's size as the index page gives it, if it does (a small wheel
-        is then read whole, see :data:`WHOLE`)."""
+        is then read whole, see :data:`_WHOLE`)."""
         self._fetch = fetch
         self.label = label
         self._head = b""
-        first = size if size is not None and _TAIL < size <= WHOLE else _TAIL
+        first = size if size is not None and _TAIL < size <= _WHOLE else _TAIL
         tail, total = fetch(None, first)
         if total is None:
             raise IndexError_(f"{label}: server did not report the file size for a range read")
@@ -89,7 +89,7 @@ class RemoteZip:
             # a directory read on its own: some of these wheels put their dist-info first
             # (torch <= 2.6, tensorflow), so the head is read at the same time and their
             # METADATA is in hand when the directory arrives (the third round trip it
-            # spares was ~5% of a cold torch-alone resolve)
+            # spares was ~4% of a cold torch-alone resolve)
             head = beside(0, _HEAD - 1)
         try:
             if cd_offset < tail_start and cd_size <= _SPECULATE_CD:

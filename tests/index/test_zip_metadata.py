@@ -42,7 +42,9 @@ def _zip(members: List[Tuple[str, bytes]], comments: Optional[List[bytes]] = Non
     return buf.getvalue()
 
 
-def _remote(blob: bytes) -> Tuple[RemoteZip, List[Tuple[Optional[int], Optional[int]]]]:
+def _remote(blob: bytes, size: Optional[int] = None
+            ) -> Tuple[RemoteZip, List[Tuple[Optional[int], Optional[int]]]]:
+    """``blob`` read through range requests (recorded); ``size`` as an index page says."""
     asked: List[Tuple[Optional[int], Optional[int]]] = []
 
     def fetch(start: Optional[int], end: Optional[int]) -> Tuple[bytes, Optional[int]]:
@@ -51,7 +53,7 @@ def _remote(blob: bytes) -> Tuple[RemoteZip, List[Tuple[Optional[int], Optional[
             return blob[-(end or 0):], len(blob)
         return blob[start:(end + 1) if end is not None else None], len(blob)
 
-    return RemoteZip(fetch, "demo.whl"), asked
+    return RemoteZip(fetch, "demo.whl", size=size), asked
 
 
 def _found(blob: bytes) -> Tuple[Optional[str], Optional[bytes], Optional[str]]:
@@ -204,15 +206,7 @@ def _small_front_wheel() -> bytes:
 
 def test_a_small_wheel_of_known_size_is_read_whole_in_one_request() -> None:
     blob = _small_front_wheel()
-    asked: List[Tuple[Optional[int], Optional[int]]] = []
-
-    def fetch(start: Optional[int], end: Optional[int]) -> Tuple[bytes, Optional[int]]:
-        asked.append((start, end))
-        if start is None:
-            return blob[-(end or 0):], len(blob)
-        return blob[start:(end + 1) if end is not None else None], len(blob)
-
-    z = RemoteZip(fetch, "demo.whl", size=len(blob))
+    z, asked = _remote(blob, size=len(blob))
     assert z.read(z.metadata_entry()) == b"Name: demo\nVersion: 1.0\n"
     assert asked == [(None, len(blob))]
     # without the size (an HTML page gives none): the tail, then the head
@@ -223,15 +217,6 @@ def test_a_small_wheel_of_known_size_is_read_whole_in_one_request() -> None:
 
 @pytest.mark.parametrize("claimed", [100, 100 * 1024, 10 ** 12, -5])
 def test_a_size_the_page_gets_wrong_still_gives_the_metadata(claimed: int) -> None:
-    blob = _small_front_wheel()
-    asked: List[Tuple[Optional[int], Optional[int]]] = []
-
-    def fetch(start: Optional[int], end: Optional[int]) -> Tuple[bytes, Optional[int]]:
-        asked.append((start, end))
-        if start is None:
-            return blob[-(end or 0):], len(blob)
-        return blob[start:(end + 1) if end is not None else None], len(blob)
-
-    z = RemoteZip(fetch, "demo.whl", size=claimed)
+    z, asked = _remote(_small_front_wheel(), size=claimed)
     assert z.read(z.metadata_entry()) == b"Name: demo\nVersion: 1.0\n"
     assert asked[0][1] <= 256 * 1024  # never more than a small wheel's worth up front
