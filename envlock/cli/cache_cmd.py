@@ -76,8 +76,7 @@ def _info(args: argparse.Namespace, out: Any) -> int:
     what = dict(KINDS, other="the matrix cache and machine probes, at the top")
     out.print(f"cache: {root}")
     for u in rows:
-        line = f"  {u.kind:<15} {u.files:>7} files {_size(u.bytes):>9}  {what[u.kind]}"
-        out.print(line)
+        out.print(f"  {u.kind:<15} {u.files:>7} files {_size(u.bytes):>9}  {what[u.kind]}")
     stale_files = sum(u.stale_files for u in rows)
     total = sum(u.bytes for u in rows)
     out.print(f"  {'total':<15} {sum(u.files for u in rows):>7} files {_size(total):>9}")
@@ -108,10 +107,11 @@ def _report(out: Any, args: argparse.Namespace, root: Any, r: Any, why: str) -> 
                               "failed": list(r.failed)}, indent=2))
     else:
         verb = "would remove" if r.dry_run else "removed"
-        if r.files or not r.failed:
-            tail = f" ({why})" if why and r.files else ""
-            out.print(f"{verb} {r.files} files, {_size(r.bytes)}, from {root}{tail}"
-                      if r.files else f"nothing to remove in {root}")
+        if r.files:
+            tail = f" ({why})" if why else ""
+            out.print(f"{verb} {r.files} files, {_size(r.bytes)}, from {root}{tail}")
+        elif not r.failed:
+            out.print(f"nothing to remove in {root}")
         for line in _first(list(r.failed)):
             out.error(f"envlock: could not remove {line}")
     return ExitCode.DRIFT if r.failed else ExitCode.OK
