@@ -43,7 +43,7 @@ from envlock.index.pages import (
     parse_json,
     valid_digest,
 )
-from envlock.index.workers import BULK, URGENT, Workers
+from envlock.index.workers import BULK, NEEDED, URGENT, Workers
 from envlock.index.zipread import RemoteZip
 
 __all__ = ["IndexClient", "parse_page"]
@@ -86,6 +86,10 @@ class IndexClient:
         # requests queued: vllm 0.8.5 cold on 2 cores, 4 workers 8.0 s, 8 workers 7.1 s,
         # 12 workers 7.2 s
         self._max_workers = max_workers or min(16, max(8, 2 * (os.cpu_count() or 2)))
+        # ... but on a slow network (a round trip of 10 ms or more) a request holds its
+        # worker mostly waiting, and 16 hide more round trips whatever the cores: the pool
+        # grows to that (Transport.slow_network; as many as the connection pools keep)
+        self._most_workers = max_workers or max(self._max_workers, MOST_WORKERS)
         self._lock = threading.Lock()
         #: variants.json files read (see :meth:`variants_json`), by link
         self._variants_json: Dict[str, Tuple[Optional[dict], Optional[str]]] = {}
@@ -146,11 +150,12 @@ class IndexClient:
 
     def _submit(self, fn: Callable[..., object], *args: object,
                 priority: int = BULK) -> Future:
-        """Run ``fn(*args)`` on a worker; :data:`~envlock.index.workers.URGENT` work
-        (metadata) is taken before pages (see :mod:`envlock.index.workers`)."""
+        """Run ``fn(*args)`` on a worker at ``priority``: what a thread waits for first,
+        then metadata, then pages (see :mod:`envlock.index.workers`)."""
         with self._lock:
             if self._pool is None:
-                self._pool = Workers(self._max_workers, "envlock")
+                self._pool = Workers(self._max_workers, "envlock", most=self._most_workers,
+                                     grow=self.transport.slow_network)
             return self._pool.submit(fn, *args, priority=priority)
 
     # -- pages -------------------------------------------------------------------------
@@ -198,7 +203,7 @@ class IndexClient:
 
     def page(self, index: str, name: str) -> Optional[ProjectPage]:
         """The project page, or None when the index does not have the project."""
-        return self.prefetch_page(index, name, URGENT).result()  # waited for: first
+        return self.prefetch_page(index, name, NEEDED).result()  # waited for: first
 
     def narrow_pages(self, fits: Callable[[str], bool]) -> None:
         """Keep pages read from now on narrowed to files whose tag triple passes
@@ -318,8 +323,10 @@ class IndexClient:
         path = self._meta_path(dist)
         return path is not None and entry_exists(self.cache_dir or path.parent, path)
 
-    def metadata(self, dist: Dist) -> Metadata:
-        return self.prefetch_metadata(dist).result()
+    def metadata(self, dist: Dist, priority: int = NEEDED) -> Metadata:
+        """The file's metadata, waited for (so fetched before anything not waited for,
+        unless ``priority`` says it is a guess's)."""
+        return self.prefetch_metadata(dist, priority).result()
 
     def _meta_path(self, dist: Dist) -> Optional[Path]:
         """Where a file's metadata is cached: a name we compute from the index URL and the
@@ -654,6 +661,10 @@ class _NoRanges(Exception):
 #: project pages one resolve may read; torch with transformers, accelerate, datasets and
 #: vllm reads about 300 (two indexes)
 DEFAULT_MAX_PAGES = 5000
+#: the most worker threads (on a slow network; see IndexClient): one per connection the
+#: pools keep to a host (envlock.index.pools.CONNECTIONS; not imported here: urllib3 is
+#: imported only by a run that opens a connection)
+MOST_WORKERS = 16
 
 
 def _env_count(name: str, default: int) -> int:

@@ -28,7 +28,7 @@ import os
 import ssl
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 from urllib.parse import unquote, urljoin, urlsplit
 
 import urllib3
@@ -52,6 +52,11 @@ RETRYABLE: Tuple[type, ...] = (_exc.TimeoutError, _exc.ProtocolError, _exc.SSLEr
                                _exc.MaxRetryError, ConnectionError)
 
 
+#: connections kept open per host: as many as the index client's workers can use at once
+#: (its most, on a slow network: envlock.index.client.MOST_WORKERS)
+CONNECTIONS = 16
+
+
 class TooManyRedirects(Exception):
     """More than :data:`MAX_REDIRECTS` redirects (requests' words, which users know)."""
 
@@ -69,6 +74,9 @@ class Reply:
     #: case-insensitive (urllib3's HTTPHeaderDict)
     headers: Mapping[str, str]
     _raw: Any
+    #: answered on a connection an earlier request opened (no connect or TLS handshake in
+    #: its wait: about one round trip; see Transport.slow_network)
+    reused: bool = False
 
     def chunks(self, size: int) -> Iterator[bytes]:
         """The body, decoded (gzip, deflate), ``size`` bytes at a time."""
@@ -102,6 +110,8 @@ class Pools:
         self._managers: Dict[Tuple[Optional[str], bool], Any] = {}
         self._contexts: Dict[bool, ssl.SSLContext] = {}
         self._lock = threading.Lock()
+        #: connections that have answered before, by id (see Reply.reused)
+        self._connections: Set[int] = set()
 
     # -- one request -------------------------------------------------------------------
     def get(self, url: str, headers: Mapping[str, str], timeout: float) -> Reply:
@@ -129,7 +139,8 @@ class Pools:
                                   timeout=urllib3.Timeout(connect=timeout, read=timeout))
             location = raw.headers.get("Location") if raw.status in _REDIRECTS else None
             if not location:
-                return Reply(url, raw.status, raw.headers, raw)
+                return Reply(url, raw.status, raw.headers, raw,
+                             reused=hops == 0 and self._seen(raw))
             raw.drain_conn()
             raw.release_conn()
             hops += 1
@@ -140,6 +151,19 @@ class Pools:
             if scheme not in ("http", "https"):
                 raise RefusedRedirect(f"redirected to a {scheme or 'relative'}: URL; only "
                                       f"http(s) redirects are followed")
+
+    def _seen(self, raw: Any) -> bool:
+        """Whether the answer came on a connection that answered before (an id reused by
+        a new connection only makes a wait with a handshake count as a round trip: a
+        longer one, never a shorter one)."""
+        key = id(getattr(raw, "connection", None) or raw)
+        with self._lock:
+            if key in self._connections:
+                return True
+            if len(self._connections) > 4096:
+                self._connections.clear()
+            self._connections.add(key)
+            return False
 
     def clear(self) -> None:
         with self._lock:
@@ -182,11 +206,11 @@ class Pools:
         if not verify:
             tls.update(cert_reqs="CERT_NONE", assert_hostname=False)
         if proxy is None:
-            manager = urllib3.PoolManager(num_pools=8, maxsize=16, **tls)
+            manager = urllib3.PoolManager(num_pools=8, maxsize=CONNECTIONS, **tls)
         else:
             bare, proxy_auth = _split_proxy(proxy)
             manager = urllib3.ProxyManager(
-                bare, num_pools=8, maxsize=16,
+                bare, num_pools=8, maxsize=CONNECTIONS,
                 proxy_headers=urllib3.make_headers(proxy_basic_auth=proxy_auth)
                 if proxy_auth else None, **tls)
         manager.pool_classes_by_scheme = dict(POOL_CLASSES)

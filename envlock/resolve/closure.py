@@ -40,7 +40,7 @@ from envlock.errors import ConflictError, InputError
 from envlock.index.client import IndexClient
 from envlock.index.config import redact
 from envlock.index.pages import MAX_TAGS, Dist, triple_key
-from envlock.index.workers import AHEAD, BULK, URGENT
+from envlock.index.workers import AHEAD, BULK, NEEDED, URGENT
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
 from envlock.wheelvariants import Fit, VariantHost, judge_variant
@@ -183,6 +183,12 @@ class Finder:
         """The priority of this finder's most urgent fetches: a guess's wait behind all."""
         return AHEAD if self.ahead else URGENT
 
+    @property
+    def _waiting(self) -> int:
+        """The priority of a fetch this finder is blocked on: before everything else,
+        unless the finder is making a guess."""
+        return AHEAD if self.ahead else NEEDED
+
     # -- pages ---------------------------------------------------------------------------
     def _pages(self, name: str, block: bool = True,
                on_pending: Optional[Any] = None) -> Optional[Tuple[str, List[Dist]]]:
@@ -194,7 +200,7 @@ class Finder:
         have to wait, after attaching ``on_pending`` to the page it waits for.
         """
         indexes, strict = self.policy.indexes_for(name)
-        priority = self._urgency if self.ahead or block else BULK
+        priority = self._waiting if block else self._urgency if self.ahead else BULK
         for ix in indexes:
             fut = self.client.prefetch_page(ix, name, priority)
             if not block and not fut.done():
@@ -546,7 +552,7 @@ class Finder:
 
     def dependencies(self, cand: Cand) -> Tuple[List[Req], Optional[str]]:
         self._batch_prefetch(cand)
-        meta = self.client.metadata(cand.best)
+        meta = self.client.metadata(cand.best, self._waiting)
         reqs: List[Req] = []
         parent = str(cand)
         for r in meta.requirements_for(frozenset(map(_canon, cand.extras))):
