@@ -40,6 +40,10 @@ FACT_GROUPS = ("driver", "gpus", "links", "packages", "libraries", "torch", "env
 #: :attr:`Snapshot.taken_in_a_job`)
 LAUNCHER_MARKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "SLURM_PROCID",
                   "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+#: the launcher variables a snapshot records: the marks, and the job id. They say which job
+#: and rank took the snapshot, so ranks of one job differ on them by design (fleet never
+#: compares them).
+LAUNCHER_VARIABLES = LAUNCHER_MARKS + ("SLURM_JOB_ID",)
 LINK_KINDS = ("NVLINK", "NVSWITCH", "PIX", "PXB", "PHB", "NODE", "SYS")
 
 

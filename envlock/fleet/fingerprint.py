@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from envlock.fleet import wire
-from envlock.snapshot import GpuInfo, Snapshot
+from envlock.snapshot import LAUNCHER_VARIABLES, GpuInfo, Snapshot
 
 __all__ = ["Facts", "UNKNOWN", "MESSAGE_LIMIT", "NodeMessage", "package_scope", "fleet_facts",
            "digest", "summary_of", "describe_gpus", "fact_label", "facts_diff"]
@@ -45,10 +45,12 @@ UNKNOWN = "(not recorded)"
 #: the fingerprint message of one node must stay below this many bytes
 MESSAGE_LIMIT = 1024
 
-#: variables that differ per rank or per node by design, or whose effect other facts carry
+#: variables that differ per rank or per node by design (the launcher's RANK, LOCAL_RANK,
+#: SLURM_PROCID, ... recorded to tell a job's snapshot from a shell's), or whose effect other
+#: facts carry
 ENV_IGNORED = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
                          "WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS", "NCCL_COMM_ID",
-                         "NCCL_HOSTID"})
+                         "NCCL_HOSTID", *LAUNCHER_VARIABLES})
 
 
 def package_scope(locked: Optional[Collection[str]]) -> Optional[FrozenSet[str]]:

@@ -13,7 +13,7 @@ import socket
 from typing import Mapping, Optional
 
 from envlock._redact import REDACTED, looks_secret, mask_userinfo, secret_name, strip_userinfo
-from envlock.snapshot import Host
+from envlock.snapshot import LAUNCHER_VARIABLES, Host
 
 __all__ = [
     "probe_host",
@@ -31,13 +31,12 @@ __all__ = [
 ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "CUBLAS_", "CUBLASLT_", "CUDNN_",
                 "TRITON_")
 #: single variables that matter (container runtime switches, loader paths, launchers)
-ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "UV_CUDA_DRIVER_VERSION", "CONDA_OVERRIDE_CUDA",
-             "OMP_NUM_THREADS", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NVIDIA_VISIBLE_DEVICES",
-             "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE",
-             "NVIDIA_TF32_OVERRIDE", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES",
-             # launchers' own (envlock.snapshot.LAUNCHER_MARKS): was it taken inside a job
-             "RANK", "LOCAL_RANK", "TORCHELASTIC_RUN_ID", "SLURM_PROCID", "SLURM_JOB_ID",
-             "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+ENV_NAMES = tuple(dict.fromkeys((
+    "LD_LIBRARY_PATH", "LD_PRELOAD", "UV_CUDA_DRIVER_VERSION", "CONDA_OVERRIDE_CUDA",
+    "OMP_NUM_THREADS", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE",
+    "NVIDIA_TF32_OVERRIDE", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES",
+    *LAUNCHER_VARIABLES)))  # the launchers' own: was it taken inside a job
 
 
 def _read(path: str) -> Optional[str]:

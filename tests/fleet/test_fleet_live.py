@@ -48,6 +48,19 @@ def test_all_ranks_agree(tmp_path: Path) -> None:
     assert "3 of 3 nodes answered, 1 group, ok" in p.stdout
 
 
+def test_ranks_probing_the_same_machine_agree(tmp_path: Path) -> None:
+    """No ``--snapshot``: each rank probes this machine itself, with torchrun's per-rank
+    variables (RANK, LOCAL_RANK) in its environment. The ranks agree: one group, exit 0.
+    (Run on a real H100, the probed RANK/LOCAL_RANK were called drift.)"""
+    p = run(torchrun(2, "--per-rank", "--report", "fleet.json", "--timeout", "90"),
+            cwd=tmp_path)
+    assert p.returncode == 0, _show(p)
+    report = _report(tmp_path / "fleet.json")
+    assert report["ok"] is True and report["findings"] == [], report["findings"]
+    [group] = report["groups"]
+    assert group["ranks"] == [0, 1] and group["differences"] == []
+
+
 DRIFTS = {
     "nccl": ("nccl", "libnccl 2.21.5 (wheel) on 2 nodes, 2.20.5 (wheel) on {h}/rank2",
              "library-version"),

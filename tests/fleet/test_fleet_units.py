@@ -99,6 +99,25 @@ def test_fingerprint_is_stable_and_sensitive() -> None:
     assert "pkg.sympy" not in scoped
 
 
+@pytest.mark.parametrize("launcher", [
+    {"RANK": "{i}", "LOCAL_RANK": "{i}", "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "r{i}"},
+    {"SLURM_PROCID": "{i}", "SLURM_JOB_ID": "42{i}"},
+    {"OMPI_COMM_WORLD_RANK": "{i}", "PMI_RANK": "{i}", "PMIX_RANK": "{i}"},
+])
+def test_the_launchers_per_rank_variables_are_not_a_drift(launcher: dict) -> None:
+    """Each rank's snapshot records its launcher's variables (they tell a job's snapshot
+    from a shell's): two ranks of one machine differ on them by design and must share a
+    fingerprint. On a real H100 under torchrun, RANK and LOCAL_RANK were reported as
+    drift and failed every rank."""
+    base = Snapshot.from_dict(snapshot("match", "a"))
+    ranks = [base.with_env(**{k: v.format(i=i) for k, v in launcher.items()})
+             for i in range(2)]
+    assert all(r.taken_in_a_job for r in ranks)
+    facts = [fleet_facts(r) for r in ranks]
+    assert not [k for k in facts[0] if k[len("env."):] in launcher], facts[0]
+    assert digest(facts[0]) == digest(facts[1]) == digest(fleet_facts(base))
+
+
 def test_message_stays_under_1kb_whatever_it_carries() -> None:
     m = NodeMessage(node=1023, rank=8184, host="h" * 500, digest="0" * 16,
                     summary={"driver": "5" * 300, "gpus": "G" * 300, "torch": "t" * 300,
