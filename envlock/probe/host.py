@@ -31,12 +31,11 @@ __all__ = [
 ENV_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "CUBLAS_", "CUBLASLT_", "CUDNN_",
                 "TRITON_")
 #: single variables that matter (container runtime switches, loader paths, launchers)
-ENV_NAMES = tuple(dict.fromkeys((
-    "LD_LIBRARY_PATH", "LD_PRELOAD", "UV_CUDA_DRIVER_VERSION", "CONDA_OVERRIDE_CUDA",
-    "OMP_NUM_THREADS", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE",
-    "NVIDIA_TF32_OVERRIDE", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES",
-    *LAUNCHER_VARIABLES)))  # the launchers' own: was it taken inside a job
+ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "UV_CUDA_DRIVER_VERSION", "CONDA_OVERRIDE_CUDA",
+             "OMP_NUM_THREADS", "LOCAL_WORLD_SIZE", "NVIDIA_VISIBLE_DEVICES",
+             "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE",
+             "NVIDIA_TF32_OVERRIDE", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES",
+             *LAUNCHER_VARIABLES)  # the launchers' own (WORLD_SIZE too): was it taken in a job
 
 
 def _read(path: str) -> Optional[str]:

@@ -200,7 +200,7 @@ class Finder:
         have to wait, after attaching ``on_pending`` to the page it waits for.
         """
         indexes, strict = self.policy.indexes_for(name)
-        priority = self._waiting if block else self._urgency if self.ahead else BULK
+        priority = self._waiting if block else AHEAD if self.ahead else BULK
         for ix in indexes:
             fut = self.client.prefetch_page(ix, name, priority)
             if not block and not fut.done():
