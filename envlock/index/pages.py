@@ -105,6 +105,11 @@ def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet
     return None
 
 
+#: (name, version, build, tags, kind) of a file name, or None for a file no resolve can
+#: use: what :attr:`Dist.parsed` answers, asked of a name without making its Dist
+parse_filename = _parse_filename
+
+
 def _parse_wheel_filename(fn: str) -> Tuple[str, Version, BuildTag, FrozenSet[Tag]]:
     """``packaging.utils.parse_wheel_filename`` (same rules, same answers: a test holds
     them equal), with its version and tag parses shared: a release's wheels for many
@@ -176,7 +181,7 @@ class ProjectPage:
     """
 
     __slots__ = ("name", "index", "url", "filenames", "_cols", "_made", "_selected", "_lock",
-                 "_groups", "listed")
+                 "_groups", "listed", "_positions")
 
     def __init__(self, name: str, index: str, url: str, dists: Sequence[Dist] = (),
                  *, rows: Optional[Sequence[Sequence[Any]]] = None,
@@ -199,6 +204,7 @@ class ProjectPage:
             self._made = [_UNMADE] * len(columns[0])
             self.filenames = columns[0]
         self._selected: Dict[Callable[[str], bool], Tuple[Dist, ...]] = {}
+        self._positions: Dict[Callable[[str], bool], Tuple[int, ...]] = {}
         self._lock = threading.Lock()
         #: how many files the index listed: more than :attr:`filenames` holds on a page
         #: :meth:`narrowed` to the run's targets (the project is still the index's)
@@ -233,21 +239,44 @@ class ProjectPage:
 
     def select_triples(self, fits: Callable[[str], bool]) -> List[Dist]:
         """The files whose :func:`triple_key` passes ``fits`` (files with no triple, such
-        as sdists, always pass), in page order. ``fits`` is asked once per distinct triple,
-        not once per file: a page such as pydantic-core's repeats ~100 triples over
-        ~15,000 files. Remembered per ``fits``, like :meth:`select`."""
+        as sdists, always pass), in page order: the files at :meth:`positions` that are
+        the project's own."""
+        made = map(self._dist, self.positions(fits))
+        return [d for d in made if d is not None]
+
+    def positions(self, fits: Callable[[str], bool]) -> Tuple[int, ...]:
+        """Where the files whose :func:`triple_key` passes ``fits`` are, ascending, without
+        making them (see :meth:`dist`). ``fits`` is asked once per distinct triple, not
+        once per file: a page such as pydantic-core's repeats ~100 triples over ~15,000
+        files. Remembered per ``fits``, like :meth:`select`."""
         with self._lock:
-            hit = self._selected.get(fits)
+            hit = self._positions.get(fits)
             if hit is None:
-                groups = self.groups()
                 idx: List[int] = []
-                for key, ids in groups.items():
+                for key, ids in self.groups().items():
                     if not key or fits(key):
                         idx.extend(ids)
                 idx.sort()
-                made = map(self._dist, idx)
-                hit = self._selected[fits] = tuple(d for d in made if d is not None)
-        return list(hit)
+                hit = self._positions[fits] = tuple(idx)
+        return hit
+
+    def dist(self, i: int) -> Optional[Dist]:
+        """The file at position ``i`` (made now if it was not), or None when it is not
+        the project's own wheel or sdist."""
+        return self._dist(i)
+
+    def requires_python_at(self, i: int) -> Optional[str]:
+        """The Requires-Python of the file at ``i``, without making the file."""
+        if self._cols is None:
+            return self._made[i].requires_python
+        return self._cols[_REQUIRES_PYTHON][i]
+
+    def yanked_at(self, i: int) -> Optional[str]:
+        """Whether the file at ``i`` is yanked (None: not; else the reason, maybe ""),
+        without making the file."""
+        if self._cols is None:
+            return self._made[i].yanked
+        return self._cols[_YANKED][i]
 
     def narrowed(self, fits: Callable[[str], bool]) -> "ProjectPage":
         """This page with only the files whose :func:`triple_key` passes ``fits`` (files
@@ -295,6 +324,8 @@ _UNMADE = object()
 #: form "", "-" or the sha256 itself), size, upload time
 COLUMNS = ("filename", "url", "sha256", "requires_python", "yanked", "metadata", "size",
            "upload_time")
+_REQUIRES_PYTHON = COLUMNS.index("requires_python")
+_YANKED = COLUMNS.index("yanked")
 
 
 def triple_key(filename: str) -> str:
@@ -764,6 +795,11 @@ def _variants_json_version(filename: str) -> Optional[str]:
     """The version of a PEP 825 ``{name}-{version}-variants.json`` file name, or None."""
     m = _VARIANTS_JSON.fullmatch(filename) if filename.endswith("-variants.json") else None
     return m.group(2) if m else None
+
+
+#: the version of a PEP 825 ``{name}-{version}-variants.json`` file name (None: not one),
+#: what :attr:`Dist.variants_json_of` answers, asked of a name
+variants_json_version = _variants_json_version
 
 
 def _variants_json_project(filename: str, project: str) -> bool:

@@ -10,7 +10,7 @@ dependencies and the metadata of their likely picks are fetched in parallel.
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
+from functools import lru_cache, partial
 from dataclasses import dataclass, field
 from typing import (
     Any,
@@ -39,11 +39,18 @@ from resolvelib.resolvers import ResolutionTooDeep
 from envlock.errors import ConflictError, InputError
 from envlock.index.client import IndexClient
 from envlock.index.config import redact
-from envlock.index.pages import MAX_TAGS, Dist, triple_key
+from envlock.index.pages import (
+    MAX_TAGS,
+    Dist,
+    ProjectPage,
+    parse_filename,
+    triple_key,
+    variants_json_version,
+)
 from envlock.index.workers import AHEAD, BULK, NEEDED, URGENT
 from envlock.platforms import Target
 from envlock.resolve.sources import TORCH_FAMILY, SourcePolicy
-from envlock.wheelvariants import Fit, VariantHost, judge_variant
+from envlock.wheelvariants import Fit, VariantHost, judge_variant, variant_label
 
 __all__ = ["Finder", "resolve_closure", "Resolved", "PYTHON", "companion_versions", "PairedSpec",
            "PRERELEASE_MODES", "opts_into_prereleases", "apply_overrides_to_direct"]
@@ -94,13 +101,49 @@ BATCH_FIRST = 8
 BATCH_MOST = 32
 
 
-@dataclass(frozen=True)
 class Cand:
-    name: str
-    version: Version
-    dists: Tuple[Dist, ...]  # compatible files, best first
-    index: str
-    extras: FrozenSet[str] = frozenset()
+    """One version of a project for a target, with its usable files, best first.
+
+    The files may be given as a function that makes them (see :meth:`Finder.candidates`):
+    a page lists hundreds of versions and a resolve looks at a few of each project, so a
+    version's file objects are made when first asked for (vllm 0.8.5: 14,249 versions
+    with 24,753 files, all made before, about 0.45 s of a cold resolve's CPU). Immutable,
+    equal and hashed by name, version, files, index and extras, as the frozen dataclass
+    it replaces."""
+
+    __slots__ = ("name", "version", "index", "extras", "_dists", "_any_yanked")
+
+    def __init__(self, name: str, version: Version,
+                 dists: Union[Tuple[Dist, ...], Callable[[], Tuple[Dist, ...]]], index: str,
+                 extras: FrozenSet[str] = frozenset(), *,
+                 any_yanked: Optional[bool] = None) -> None:
+        """``any_yanked``: whether any of the files is yanked, when known without them
+        (None: ask the files)."""
+        init = object.__setattr__
+        init(self, "name", name)
+        init(self, "version", version)
+        init(self, "index", index)
+        init(self, "extras", extras)
+        init(self, "_dists", dists)
+        init(self, "_any_yanked", any_yanked)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: a Cand is immutable")
+
+    @property
+    def dists(self) -> Tuple[Dist, ...]:
+        """The compatible files, best first (made on first use)."""
+        d = self._dists
+        if d.__class__ is not tuple:
+            d = tuple(d())
+            object.__setattr__(self, "_dists", d)  # (two threads make equal tuples)
+        return d
+
+    def with_extras(self, extras: FrozenSet[str]) -> "Cand":
+        """The same version with ``extras``, its files made once for both."""
+        d = self._dists
+        return Cand(self.name, self.version, d if d.__class__ is tuple else (lambda: self.dists),
+                    self.index, extras, any_yanked=self._any_yanked)
 
     @property
     def identifier(self) -> str:
@@ -109,6 +152,27 @@ class Cand:
     @property
     def best(self) -> Dist:
         return self.dists[0]
+
+    @property
+    def yanked(self) -> Optional[str]:
+        """The best file's yank reason (None: not yanked), answered without making the
+        files when none of them is yanked."""
+        return None if self._any_yanked is False else self.best.yanked
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.name, self.version, self.dists, self.index, self.extras)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Cand:
+            return NotImplemented
+        return self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"Cand(name={self.name!r}, version={self.version!r}, dists={self.dists!r}, "
+                f"index={self.index!r}, extras={self.extras!r})")
 
     def __str__(self) -> str:
         return f"{self.name}=={self.version}"
@@ -191,7 +255,8 @@ class Finder:
 
     # -- pages ---------------------------------------------------------------------------
     def _pages(self, name: str, block: bool = True,
-               on_pending: Optional[Any] = None) -> Optional[Tuple[str, List[Dist]]]:
+               on_pending: Optional[Any] = None
+               ) -> Optional[Tuple[str, Optional[ProjectPage], Sequence[int]]]:
         """(index, files) from the first index that has the project ("first index").
 
         Later indexes are asked only when the earlier ones lack the project, so a private
@@ -211,12 +276,12 @@ class Finder:
             if page is not None and page.listed:  # (every file listed, narrowed or not)
                 # wheels for other platforms or Pythons are left out by their file name
                 # before anything else is made of them (most of a big page)
-                return ix, page.select_triples(self._triple_fits)
+                return ix, page, page.positions(self._triple_fits)
         if not strict:
             fl = self.client.find_links_dists(name)
             if fl:
-                return fl[0].index, fl
-        return (indexes[0] if indexes else ""), []
+                return fl[0].index, ProjectPage(name, fl[0].index, "", fl), range(len(fl))
+        return (indexes[0] if indexes else ""), None, ()
 
     def _triple_fits(self, key: str) -> bool:
         """False for a wheel tag triple (``"-py-abi-platform.whl"``, see
@@ -235,7 +300,12 @@ class Finder:
 
     def candidates(self, name: str, block: bool = True,
                    on_pending: Optional[Any] = None) -> Optional[List[Cand]]:
-        """Every usable version of ``name`` for the target, newest first."""
+        """Every usable version of ``name`` for the target, newest first.
+
+        Which files are usable is decided here, file by file, from their names and
+        Requires-Python; each version's files are made into objects and ordered only when
+        a candidate's files are first asked for (:class:`Cand`). A version with a variant
+        wheel is made at once: its decision line is written now."""
         name = canonicalize_name(name)
         with self._lock:
             if name in self._cands:
@@ -243,17 +313,28 @@ class Finder:
         found = self._pages(name, block, on_pending)
         if found is None:
             return None
-        index, dists = found
-        by_version: Dict[Version, List[Tuple[Tuple[int, ...], Dist]]] = {}
+        index, page, positions = found
+        if page is None:
+            out: List[Cand] = []
+            with self._lock:
+                self._cands[name] = out
+            return out
+        filenames = page.filenames
+        by_version: Dict[Version, List[int]] = {}
+        #: per variant wheel kept, its sort key part (the fit's CUDA bound first)
+        vkeys: Dict[int, Tuple[int, ...]] = {}
         rank_of = self.tag_rank_str
+        tag_rank = self.tag_rank
         vjson_links: Dict[str, Dist] = {}
         judged: Dict[Version, Dict[str, Fit]] = {}
-        for d in dists:
-            vj = d.variants_json_of
+        for i in positions:
+            vj = variants_json_version(filenames[i])
             if vj is not None:
-                vjson_links.setdefault(_version_key(vj), d)
-        for d in dists:
-            fn = d.filename
+                d = page.dist(i)
+                if d is not None:
+                    vjson_links.setdefault(_version_key(vj), d)
+        for i in positions:
+            fn = filenames[i]
             if fn.endswith(".whl"):
                 # Most wheels on a page are for other platforms or Pythons: reject them by
                 # their filename's tag triple, before any parsing (the expensive part).
@@ -262,20 +343,20 @@ class Finder:
                         else _fast_rank(fn, rank_of, self._tag_parts))
                 if best is None:
                     continue
-            p = d.parsed
+            p = parse_filename(fn)
             if p is None or p[0] != name:
                 continue
-            if d.requires_python and not _python_ok(d.requires_python, self.python):
+            rp = page.requires_python_at(i)
+            if rp and not _python_ok(rp, self.python):
                 continue
             if p[4] == "wheel":
-                ranks = [self.tag_rank[t] for t in p[3] if t in self.tag_rank]
-                if not ranks:
+                if not any(t in tag_rank for t in p[3]):
                     continue
                 # a variant wheel that fits the target first (the newest CUDA bound
                 # first), then the non-variant wheels; one that does not fit, or whose fit
                 # is unknown, is left out (PEP 825: without its properties it is not
                 # installable); then the most specific tag, then the highest build number
-                label = d.variant
+                label = variant_label(fn)
                 if label is not None:
                     fit = judged.setdefault(p[1], {}).get(label)
                     if fit is None:
@@ -283,32 +364,52 @@ class Finder:
                             name, p[1], label, vjson_links)
                     if fit.verdict != "fits":
                         continue
-                    vkey: Tuple[int, ...] = (0, -fit.cuda_bound[0], -fit.cuda_bound[1])
-                else:
-                    vkey = (1, 0, 0)
-                key = (0, *vkey, min(ranks), *[-x for x in _build_key(p[2])])
-            else:
-                key = (1, 0)
-            by_version.setdefault(p[1], []).append((key, d))
+                    vkeys[i] = (0, -fit.cuda_bound[0], -fit.cuda_bound[1])
+            by_version.setdefault(p[1], []).append(i)
         allowed = self.allowed.get(name)
         out = []
-        for version, items in by_version.items():
+        for version, at in by_version.items():
             if allowed is not None and str(version).split("+")[0] not in allowed:
                 continue
-            items.sort(key=lambda kd: (kd[0], kd[1].filename))
-            files = tuple(d for _, d in items)
+            yanked_at = page.yanked_at
+            any_yanked = any(yanked_at(i) is not None for i in at)
+            files = partial(self._files, page, at, vkeys)
             if version in judged:
                 # one variant, or only the non-variant files: what an installer given the
                 # lock's variants.json would pick for this target
-                files = tuple(f for f in files if f.variant == files[0].variant)
-                self._note_variants(name, version, files[0].variant, judged[version])
-            out.append(Cand(name, version, files, index))
+                made = files()
+                made = tuple(f for f in made if f.variant == made[0].variant)
+                self._note_variants(name, version, made[0].variant, judged[version])
+                out.append(Cand(name, version, made, index))
+            else:
+                out.append(Cand(name, version, files, index, any_yanked=any_yanked))
         out.sort(key=lambda c: c.version, reverse=True)
         with self._lock:
             self._cands[name] = out
             if judged:
                 self._variant_projects.add(name)
         return out
+
+    def _files(self, page: ProjectPage, at: Sequence[int],
+               vkeys: Mapping[int, Tuple[int, ...]]) -> Tuple[Dist, ...]:
+        """The files of one version (``at``: their positions on ``page``, each judged
+        usable by :meth:`candidates`), best first."""
+        tag_rank = self.tag_rank
+        items = []
+        for i in at:
+            d = page.dist(i)
+            if d is None:  # (not the project's: candidates left it out already)
+                continue
+            p = parse_filename(d.filename)
+            if p is not None and p[4] == "wheel":
+                ranks = [tag_rank[t] for t in p[3] if t in tag_rank]
+                key = (0, *vkeys.get(i, (1, 0, 0)), min(ranks),
+                       *[-x for x in _build_key(p[2])])
+            else:
+                key = (1, 0)
+            items.append((key, d))
+        items.sort(key=lambda kd: (kd[0], kd[1].filename))
+        return tuple(d for _, d in items)
 
     def _variant_fit(self, name: str, version: Version, label: str,
                      links: Mapping[str, Dist]) -> Fit:
@@ -378,13 +479,10 @@ class Finder:
         if not cands:
             return None
         exact = any(s.operator in ("==", "===") for s in req_spec)
-        unbounded = not len(req_spec)
         first = None
         mode = self.prerelease
-        for c in cands:
-            if not (exact or c.best.yanked is None):
-                continue
-            if not unbounded and not _contains(req_spec, c.version):
+        for c in _inside(req_spec, cands):
+            if not (exact or c.yanked is None):
                 continue
             if mode == "allow" or not c.version.is_prerelease:
                 return c
@@ -399,11 +497,7 @@ class Finder:
 
     def _select(self, req_spec: SpecifierSet, name: str, cands: List[Cand]) -> List[Cand]:
         exact = any(s.operator in ("==", "===") for s in req_spec)
-        if not len(req_spec):  # no specifier admits every version (pre-releases: below)
-            inside = [c for c in cands if c.best.yanked is None]
-        else:
-            inside = [c for c in cands if (exact or c.best.yanked is None)
-                      and _contains(req_spec, c.version)]
+        inside = [c for c in _inside(req_spec, cands) if exact or c.yanked is None]
         mode = self.prerelease
         if mode == "allow":
             return inside
@@ -585,6 +679,36 @@ class Finder:
 
 _SAT: Dict[Tuple[int, int], Tuple[SpecifierSet, Version, bool]] = {}
 _SAT_LOCK = threading.Lock()
+_VERSIONS: Dict[int, Tuple[List[Cand], List[Version], Dict[int, Cand]]] = {}
+
+
+def _inside(spec: SpecifierSet, cands: List[Cand]) -> Iterator[Cand]:
+    """The candidates whose version ``spec`` admits, pre-releases included, in order.
+
+    One ``SpecifierSet.filter`` over the list's versions rather than a containment test
+    per candidate: the resolver asks a new specifier of a long list on every backtrack
+    (fastapi's 371 versions, 56 times in a vllm resolve), and packaging's filter checks a
+    version against the set's ranges at about a tenth of the cost of ``contains``."""
+    if not len(spec):  # no specifier admits every version
+        return iter(cands)
+    versions, by_id = _versions_of(cands)
+    return map(by_id.__getitem__, map(id, spec.filter(versions, prereleases=True)))
+
+
+def _versions_of(cands: List[Cand]) -> Tuple[List[Version], Dict[int, Cand]]:
+    """The versions of a candidate list and the candidate of each version (by identity),
+    kept while the list lives (a finder's lists live as long as the finder)."""
+    key = id(cands)
+    hit = _VERSIONS.get(key)
+    if hit is not None and hit[0] is cands:
+        return hit[1], hit[2]
+    versions = [c.version for c in cands]
+    by_id = {id(c.version): c for c in cands}
+    with _SAT_LOCK:
+        if len(_VERSIONS) > 20_000:
+            _VERSIONS.clear()
+        _VERSIONS[key] = (cands, versions, by_id)
+    return versions, by_id
 
 
 def _contains(spec: SpecifierSet, version: Version) -> bool:
@@ -764,7 +888,7 @@ class _Provider(AbstractProvider):
         for c in self.finder.matching(spec, name) or []:
             if c.version in bad:
                 continue
-            out.append(c if not extras else Cand(c.name, c.version, c.dists, c.index, extras))
+            out.append(c if not extras else c.with_extras(extras))
         if out and out[0].best.is_wheel:
             self.finder.client.prefetch_metadata(out[0].best)
         return out

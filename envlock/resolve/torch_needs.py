@@ -200,8 +200,6 @@ def _merge(level: Sequence[_Hop], seen: Set[str]) -> List[_Hop]:
 
 def _visit(finder: "Finder", hop: _Hop) -> Optional[Tuple["Cand", bool, List["Req"]]]:
     """The best candidate for a hop, whether the chain stays forced, its dependencies."""
-    from envlock.resolve.closure import Cand
-
     r = hop.req
     try:
         cands = finder.matching(r.specifier, r.name)
@@ -210,8 +208,7 @@ def _visit(finder: "Finder", hop: _Hop) -> Optional[Tuple["Cand", bool, List["Re
         best = cands[0]
         deps, _ = finder.dependencies(best)
         if r.extras:
-            more, _ = finder.dependencies(Cand(best.name, best.version, best.dists, best.index,
-                                               r.extras))
+            more, _ = finder.dependencies(best.with_extras(r.extras))
             deps = deps + [d for d in more if d.name != best.name]
     except (OfflineError, BuildError):
         return None
