@@ -33,7 +33,7 @@ from packaging.version import InvalidVersion, Version
 from envlock.wheelvariants import variant_label
 
 __all__ = ["COLUMNS", "Dist", "ProjectPage", "MalformedPage", "parse_html", "parse_json",
-           "valid_digest"]
+           "parse_filename", "valid_digest", "variants_json_version"]
 
 
 
@@ -57,7 +57,7 @@ class Dist:
         """(name, version, build, tags, kind) or None for a file we cannot use."""
         # A module-level LRU, not functools.cached_property: that takes one lock per
         # class in Python < 3.12, and the resolver's threads queued on it (measured).
-        return _parse_filename(self.filename)
+        return parse_filename(self.filename)
 
     @property
     def name(self) -> str:
@@ -85,11 +85,13 @@ class Dist:
     def variants_json_of(self) -> Optional[str]:
         """For an index's ``{name}-{version}-variants.json`` link, its version string
         (None for any other file)."""
-        return _variants_json_version(self.filename)
+        return variants_json_version(self.filename)
 
 
 @lru_cache(maxsize=1 << 16)
-def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet[Tag], str]]:
+def parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet[Tag], str]]:
+    """(name, version, build, tags, kind) of a file name, or None for a file no resolve
+    can use: what :attr:`Dist.parsed` answers, asked of a name without making its Dist."""
     try:
         if fn.endswith(".whl"):
             name, version, build, tags = _parse_wheel_filename(fn)
@@ -103,11 +105,6 @@ def _parse_filename(fn: str) -> Optional[Tuple[str, Version, BuildTag, FrozenSet
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
         return None
     return None
-
-
-#: (name, version, build, tags, kind) of a file name, or None for a file no resolve can
-#: use: what :attr:`Dist.parsed` answers, asked of a name without making its Dist
-parse_filename = _parse_filename
 
 
 def _parse_wheel_filename(fn: str) -> Tuple[str, Version, BuildTag, FrozenSet[Tag]]:
@@ -210,7 +207,9 @@ class ProjectPage:
         #: :meth:`narrowed` to the run's targets (the project is still the index's)
         self.listed = len(self.filenames)
 
-    def _dist(self, i: int) -> Optional[Dist]:
+    def dist(self, i: int) -> Optional[Dist]:
+        """The file at position ``i`` (made now if it was not), or None when it is not
+        the project's own wheel or sdist."""
         d = self._made[i]
         if d is _UNMADE:
             assert self._cols is not None
@@ -232,7 +231,7 @@ class ProjectPage:
         out = []
         for i, fn in enumerate(self.filenames):
             if keep(fn):
-                d = self._dist(i)
+                d = self.dist(i)
                 if d is not None:
                     out.append(d)
         return out
@@ -241,7 +240,7 @@ class ProjectPage:
         """The files whose :func:`triple_key` passes ``fits`` (files with no triple, such
         as sdists, always pass), in page order: the files at :meth:`positions` that are
         the project's own."""
-        made = map(self._dist, self.positions(fits))
+        made = map(self.dist, self.positions(fits))
         return [d for d in made if d is not None]
 
     def positions(self, fits: Callable[[str], bool]) -> Tuple[int, ...]:
@@ -260,10 +259,6 @@ class ProjectPage:
                 hit = self._positions[fits] = tuple(idx)
         return hit
 
-    def dist(self, i: int) -> Optional[Dist]:
-        """The file at position ``i`` (made now if it was not), or None when it is not
-        the project's own wheel or sdist."""
-        return self._dist(i)
 
     def requires_python_at(self, i: int) -> Optional[str]:
         """The Requires-Python of the file at ``i``, without making the file."""
@@ -791,15 +786,10 @@ def _dist_from_row(row: Sequence[Any], index: str, project: str,
 _VARIANTS_JSON = re.compile(r"([^-]+)-([^-]+)-variants\.json", re.ASCII)
 
 
-def _variants_json_version(filename: str) -> Optional[str]:
+def variants_json_version(filename: str) -> Optional[str]:
     """The version of a PEP 825 ``{name}-{version}-variants.json`` file name, or None."""
     m = _VARIANTS_JSON.fullmatch(filename) if filename.endswith("-variants.json") else None
     return m.group(2) if m else None
-
-
-#: the version of a PEP 825 ``{name}-{version}-variants.json`` file name (None: not one),
-#: what :attr:`Dist.variants_json_of` answers, asked of a name
-variants_json_version = _variants_json_version
 
 
 def _variants_json_project(filename: str, project: str) -> bool:

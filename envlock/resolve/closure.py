@@ -367,11 +367,11 @@ class Finder:
                     vkeys[i] = (0, -fit.cuda_bound[0], -fit.cuda_bound[1])
             by_version.setdefault(p[1], []).append(i)
         allowed = self.allowed.get(name)
+        yanked_at = page.yanked_at
         out = []
         for version, at in by_version.items():
             if allowed is not None and str(version).split("+")[0] not in allowed:
                 continue
-            yanked_at = page.yanked_at
             any_yanked = any(yanked_at(i) is not None for i in at)
             files = partial(self._files, page, at, vkeys)
             if version in judged:

@@ -262,9 +262,9 @@ file_names = st.one_of(
 def test_file_names_parse_as_packaging_parses_them(fn: str) -> None:
     """envlock parses wheel and sdist names itself (sharing version and tag parses across
     a page's files, for speed): the answer must be packaging's, for any name."""
-    from envlock.index.pages import _parse_filename
+    from envlock.index.pages import parse_filename
 
-    assert _parse_filename(fn) == _packaging_parse(fn)
+    assert parse_filename(fn) == _packaging_parse(fn)
 
 
 @pytest.mark.parametrize("fn,label", [
@@ -275,9 +275,9 @@ def test_file_names_parse_as_packaging_parses_them(fn: str) -> None:
 ])
 def test_a_variant_wheel_name_parses_and_keeps_its_label(fn: str, label: str) -> None:
     """PEP 825's file name: the label after the platform tag; the rest parses as before."""
-    from envlock.index.pages import Dist, _parse_filename
+    from envlock.index.pages import Dist, parse_filename
 
-    p = _parse_filename(fn)
+    p = parse_filename(fn)
     assert p is not None and p[0] == "torch" and str(p[1]) == "2.8.0"
     assert {str(t) for t in p[3]} == {"cp311-cp311-manylinux_2_28_x86_64"}
     assert Dist(fn, "https://x/" + fn, "https://x/", {}).variant == label
@@ -288,9 +288,9 @@ def test_a_variant_wheel_name_parses_and_keeps_its_label(fn: str, label: str) ->
                                 "torch-2.8.0-cp311-cp311-manylinux_2_28_x86_64-.whl",
                                 "torch-2.8.0-1-x-cp311-cp311-manylinux_2_28_x86_64-cu129.whl"])
 def test_a_malformed_variant_label_is_not_a_usable_file(fn: str) -> None:
-    from envlock.index.pages import _parse_filename
+    from envlock.index.pages import parse_filename
 
-    assert _parse_filename(fn) is None
+    assert parse_filename(fn) is None
 
 
 def test_a_page_keeps_the_variants_json_link() -> None:
@@ -314,12 +314,12 @@ def test_a_compressed_tag_set_that_explodes_is_not_a_usable_file() -> None:
     """A hostile index can name a wheel whose compressed tag set stands for millions of
     tags (60 x 60 x 60 here): it is not a file anyone can install, and expanding it would
     cost seconds and hundreds of megabytes per name. Real wheels stand for a handful."""
-    from envlock.index.pages import MAX_TAGS, _parse_filename
+    from envlock.index.pages import MAX_TAGS, parse_filename
 
     many = ".".join(f"x{i}" for i in range(60))
-    assert _parse_filename(f"demo-1.0-{many}-{many}-{many}.whl") is None
+    assert parse_filename(f"demo-1.0-{many}-{many}-{many}.whl") is None
     fine = ".".join(f"cp3{i}" for i in range(MAX_TAGS))
-    assert len(_parse_filename(f"demo-1.0-{fine}-none-any.whl")[3]) == MAX_TAGS
+    assert len(parse_filename(f"demo-1.0-{fine}-none-any.whl")[3]) == MAX_TAGS
 
 
 @pytest.mark.parametrize("fn", ["-0-A-0-0.whl", "-0-0-0-0.whl", "demo-1.0-0-none-any.whl",
@@ -329,9 +329,9 @@ def test_names_that_new_packaging_rejects_are_rejected_on_every_version(fn: str)
     """The names packaging 26.3 raises for (the first two from a hypothesis run on a
     machine that had it: InvalidTag escaped the parse there) are unusable files whatever
     packaging is installed, not an internal error."""
-    from envlock.index.pages import _parse_filename
+    from envlock.index.pages import parse_filename
 
-    assert _parse_filename(fn) is None
+    assert parse_filename(fn) is None
 
 
 good_names = st.sampled_from(["demo-1.0-py3-none-any.whl", "demo-1.0.tar.gz", "Demo_X-2.0.zip",
