@@ -256,8 +256,9 @@ class Finder:
     # -- pages ---------------------------------------------------------------------------
     def _pages(self, name: str, block: bool = True,
                on_pending: Optional[Any] = None
-               ) -> Optional[Tuple[str, Optional[ProjectPage], Sequence[int]]]:
-        """(index, files) from the first index that has the project ("first index").
+               ) -> Optional[Tuple[str, ProjectPage, Sequence[int]]]:
+        """(index, page, positions of the files that may fit the target) from the first
+        index that has the project ("first index"); an empty page when none has it.
 
         Later indexes are asked only when the earlier ones lack the project, so a private
         package name is not sent to every extra index. With ``block=False`` (inside a pool
@@ -281,7 +282,8 @@ class Finder:
             fl = self.client.find_links_dists(name)
             if fl:
                 return fl[0].index, ProjectPage(name, fl[0].index, "", fl), range(len(fl))
-        return (indexes[0] if indexes else ""), None, ()
+        index = indexes[0] if indexes else ""
+        return index, ProjectPage(name, index, ""), ()
 
     def _triple_fits(self, key: str) -> bool:
         """False for a wheel tag triple (``"-py-abi-platform.whl"``, see
@@ -314,11 +316,6 @@ class Finder:
         if found is None:
             return None
         index, page, positions = found
-        if page is None:
-            out: List[Cand] = []
-            with self._lock:
-                self._cands[name] = out
-            return out
         filenames = page.filenames
         by_version: Dict[Version, List[int]] = {}
         #: per variant wheel kept, its sort key part (the fit's CUDA bound first)
