@@ -24,7 +24,11 @@ Figures (median of N whole runs unless noted):
   the warm cache (``ENVLOCK_NO_REPLAY=1``), as a run with another input does. Peak RSS is
   the highest of all runs, cold ones included. Run it from a venv with envlock installed
   as users install it (``pip install .``, not editable: the wheel carries the prebuilt
-  matrix, and an editable install adds its import hook to every start);
+  matrix, and an editable install adds its import hook to every start). A cold uv run
+  starts without an output file: ``uv pip compile -o`` reads an existing one as
+  preferences (its pins tried first), a previous answer a cold envlock run does not have;
+  an extra row times uv re-locking that way (empty cache, its last output present). The
+  warm rows leave uv its output file, as a warm envlock run has its replay;
 * fleet: time to verdict and bytes per rank for 2..16 local ranks (scripts/bench_fleet.py);
 * training: ``envlock.training.check`` on 4 torchrun ranks (CPU/gloo) over a 10-million-sample
   dataset, slowest rank, next to one ``DistributedSampler`` epoch start -- target under 1 s;
@@ -266,6 +270,14 @@ def bench_closure(n: int) -> None:
 
             def clear_theirs() -> None:
                 shutil.rmtree(ucache, ignore_errors=True)
+                # an existing output file is a previous answer: uv pip compile tries its
+                # pins first, which skips the backtracking a first lock does (vllm 0.8.5:
+                # fastapi's 79 newer versions). A cold envlock run has no previous answer
+                # either, so a cold uv run starts without one
+                (Path(d) / "uv.txt").unlink(missing_ok=True)
+
+            def clear_theirs_cache() -> None:
+                shutil.rmtree(ucache, ignore_errors=True)
 
             # interleaved, one run of each per round: on a shared, loaded machine both
             # tools then meet the same load
@@ -274,6 +286,8 @@ def bench_closure(n: int) -> None:
             try:
                 (oc, occpu), (tc, tccpu) = _paired(ours, theirs, env, n, clear_ours,
                                                    clear_theirs)
+                # uv re-locking: an empty cache, its last output as preferences
+                tp, tpcpu = timed_cpu(theirs, env, n, clear_theirs_cache)
                 subprocess.run(ours, env=env, stdout=subprocess.DEVNULL)
                 subprocess.run(theirs, env=env, stdout=subprocess.DEVNULL)
                 (ow, owcpu), (tw, twcpu) = _paired(ours, theirs, env, n, None, None)
@@ -307,6 +321,8 @@ def bench_closure(n: int) -> None:
             "ok" if oc / tc <= 1.2 else "over")
         row(f"{label}, cold CPU", ms(occpu), f"uv {ms(tccpu)}", f"{occpu / tccpu:.2f}x",
             "(info)")
+        row(f"{label}, cold vs uv re-locking over its last output", ms(oc),
+            f"uv {ms(tp)}", f"{oc / tp:.2f}x", "(info)")
         row(f"{label}, warm", ms(ow), f"uv {ms(tw)}", f"{ow / tw:.2f}x", "<= 1.0x uv",
             "ok" if ow <= tw else "over")
         row(f"{label}, warm CPU", ms(owcpu), f"uv {ms(twcpu)}", f"{owcpu / twcpu:.2f}x",
