@@ -272,8 +272,9 @@ def bench_closure(n: int) -> None:
                 shutil.rmtree(ucache, ignore_errors=True)
                 # an existing output file is a previous answer: uv pip compile tries its
                 # pins first, which skips the backtracking a first lock does (vllm 0.8.5:
-                # fastapi's 79 newer versions). A cold envlock run has no previous answer
-                # either, so a cold uv run starts without one
+                # the metadata of 79 fastapi wheels without it, of one with it). A cold
+                # envlock run has no previous answer either, so a cold uv run starts
+                # without one
                 (Path(d) / "uv.txt").unlink(missing_ok=True)
 
             def clear_theirs_cache() -> None:
