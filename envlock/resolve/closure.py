@@ -365,7 +365,7 @@ class Finder:
             by_version.setdefault(p[1], []).append(i)
         allowed = self.allowed.get(name)
         yanked_at = page.yanked_at
-        out = []
+        out = CandList()
         for version, at in by_version.items():
             if allowed is not None and str(version).split("+")[0] not in allowed:
                 continue
@@ -676,7 +676,13 @@ class Finder:
 
 _SAT: Dict[Tuple[int, int], Tuple[SpecifierSet, Version, bool]] = {}
 _SAT_LOCK = threading.Lock()
-_VERSIONS: Dict[int, Tuple[List[Cand], List[Version], Dict[int, Cand]]] = {}
+class CandList(list):  # of Cand
+    """A finder's candidate list, newest first, never changed once made; its versions are
+    indexed for :func:`_inside` when first filtered, and the index lives as long as the
+    list (a module-wide cache by list identity kept every list, and the pages its
+    candidates read their files from, after the resolve that made them)."""
+
+    __slots__ = ("_index",)
 
 
 def _inside(spec: SpecifierSet, cands: List[Cand]) -> Iterator[Cand]:
@@ -688,24 +694,15 @@ def _inside(spec: SpecifierSet, cands: List[Cand]) -> Iterator[Cand]:
     version against the set's ranges at about a tenth of the cost of ``contains``."""
     if not len(spec):  # no specifier admits every version
         return iter(cands)
-    versions, by_id = _versions_of(cands)
+    index = getattr(cands, "_index", None)
+    if index is None:
+        # the versions, and the candidate of each version by identity (filter gives back
+        # the objects it was given); two threads may both make it: equal values
+        index = ([c.version for c in cands], {id(c.version): c for c in cands})
+        if isinstance(cands, CandList):
+            cands._index = index
+    versions, by_id = index
     return map(by_id.__getitem__, map(id, spec.filter(versions, prereleases=True)))
-
-
-def _versions_of(cands: List[Cand]) -> Tuple[List[Version], Dict[int, Cand]]:
-    """The versions of a candidate list and the candidate of each version (by identity),
-    kept while the list lives (a finder's lists live as long as the finder)."""
-    key = id(cands)
-    hit = _VERSIONS.get(key)
-    if hit is not None and hit[0] is cands:
-        return hit[1], hit[2]
-    versions = [c.version for c in cands]
-    by_id = {id(c.version): c for c in cands}
-    with _SAT_LOCK:
-        if len(_VERSIONS) > 20_000:
-            _VERSIONS.clear()
-        _VERSIONS[key] = (cands, versions, by_id)
-    return versions, by_id
 
 
 def _contains(spec: SpecifierSet, version: Version) -> bool:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envlock.resolve.closure import Cand, _contains, _inside
+from envlock.resolve.closure import Cand, CandList, _contains, _inside
 
 VERSIONS = ["0", "1.0", "1.0.0", "1.0rc1", "1.0.dev0", "1.0.post1", "1.0+local", "1.0.1",
             "1.1a1", "2.0", "2.0+cu121", "2!1.0", "2.4.0", "3.0.0b2", "10.0.0.post0.dev1"]
@@ -42,7 +42,7 @@ def test_memoised_contains_is_packagings_answer(sets: List[Any], versions: List[
        st.lists(st.sampled_from(VERSIONS), min_size=0, max_size=8, unique=True))
 def test_the_candidate_filter_is_packagings_contains_in_list_order(
         sets: List[Any], versions: List[str]) -> None:
-    cands = [Cand("lib", Version(v), (), "") for v in versions]
+    cands = CandList(Cand("lib", Version(v), (), "") for v in versions)
     joined = sets[0]
     for s in sets[1:]:
         joined = joined & s
