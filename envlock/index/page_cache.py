@@ -43,6 +43,9 @@ __all__ = ["FORM", "page_from_cache", "page_to_cache"]
 #: the version of the cached form; an entry of another version is parsed again
 FORM = 2
 
+#: the most files a cached page may say its index listed (a count no real page nears)
+_MOST_LISTED = 10_000_000
+
 #: columns that may be kept as one string joined by line breaks
 _JOINABLE = frozenset({"filename", "url", "sha256", "metadata"})
 
@@ -69,9 +72,14 @@ def page_to_cache(page: ProjectPage) -> bytes:
         if key == "metadata":
             col = _short_metadata(col)
         columns[key] = _joined(col) if key in _JOINABLE else col
-    return json.dumps({"form": FORM, "name": page.name, "index": redact(page.index),
-                       "url": redact(page.url), "n": len(cols[0]), "columns": columns,
-                       "groups": groups}, separators=(",", ":")).encode()
+    entry = {"form": FORM, "name": page.name, "index": redact(page.index),
+             "url": redact(page.url), "n": len(cols[0]), "columns": columns, "groups": groups}
+    if page.listed != len(cols[0]):
+        # a JSON page read file by file keeps only the files a resolve can use, yet lists
+        # more (see ProjectPage.listed): the count comes back with it, so a warm run
+        # judges whether the index lists the project as the cold run did
+        entry["listed"] = page.listed
+    return json.dumps(entry, separators=(",", ":")).encode()
 
 
 def _short_metadata(col: List[Any]) -> List[Any]:
@@ -129,11 +137,17 @@ def page_from_cache(blob: bytes) -> ProjectPage:
         raise ValueError(f"a cached file name of {name!r} is not a bare file name")
     if n and not _sha256_digests(h, empty_ok=True):
         raise ValueError(f"a cached sha256 of {name!r} is not 64 hex digits")
+    listed = data.get("listed", n)
+    if listed.__class__ is not int or not n <= listed <= _MOST_LISTED:
+        raise TypeError("not a cached page")
     if local:
         rows = zip(*cols)
         dists = [_dist_from_row(_long_metadata(r), index, name, url) for r in rows]
-        return ProjectPage(name, index, url, [d for d in dists if d is not None])
-    return ProjectPage(name, index, url, columns=cols, groups=_cached_groups(data, f))
+        page = ProjectPage(name, index, url, [d for d in dists if d is not None])
+    else:
+        page = ProjectPage(name, index, url, columns=cols, groups=_cached_groups(data, f))
+    page.listed = listed
+    return page
 
 
 def _column(value: Any, n: int, joinable: bool) -> List[Any]:

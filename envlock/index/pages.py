@@ -708,8 +708,13 @@ def _parse_json_rows(files: List[Any], page_url: str, index: str,
         )
         if d is not None:
             dists.append(d)
-    return ProjectPage(name=canonicalize_name(project), index=index, url=page_url,
+    page = ProjectPage(name=canonicalize_name(project), index=index, url=page_url,
                        dists=tuple(dists))
+    # every file the page lists, as the column path (:func:`_json_columns`) counts them:
+    # there a file no resolve can use stays in the columns, here it is dropped above, and
+    # whether an index lists a project must not depend on which path read its JSON page
+    page.listed = len(files)
+    return page
 
 
 _HEX_BYTES = b"0123456789abcdef"

@@ -135,6 +135,7 @@ def _check(page: Any) -> None:
     again = page_from_cache(page_to_cache(page))
     assert [(d.filename, d.sha256) for d in again.dists] == \
         [(d.filename, d.sha256) for d in page.dists]
+    assert again.listed == page.listed
 
 
 def _parse(body: bytes, ctype: str) -> None:
@@ -542,3 +543,28 @@ def test_the_short_metadata_column_is_read_as_its_values_say(column: Any) -> Non
         d = _dist_from_checked_row(row, INDEX, "demo")
         assert d is not None
         assert d.metadata == (None if v == "" else {} if v == "-" else {"sha256": v})
+
+
+def test_a_page_read_file_by_file_counts_every_file_it_lists() -> None:
+    """A JSON page not in PyPI's shape (a relative link) is read file by file, which drops
+    a file no resolve can use; it still counts as listed, as on a page read by columns
+    (whether an index lists a project decides which index a resolve reads), and the
+    count survives the parsed-page cache, so a warm run judges as the cold one did."""
+    body = json.dumps({"files": [
+        {"filename": "other-1.0-py3-none-any.whl", "url": "other-1.0-py3-none-any.whl",
+         "hashes": {"sha256": "a" * 64}}]}).encode()
+    page = parse_page(body, "application/vnd.pypi.simple.v1+json", PAGE_URL, INDEX, "demo")
+    assert page.dists == () and page.listed == 1
+    data = json.loads(page_to_cache(page))
+    assert data["listed"] == 1 and page_from_cache(page_to_cache(page)).listed == 1
+    for bad in (-1, "1", 1.0, True, 10 ** 9):  # not a count, or none a page nears
+        with pytest.raises(TypeError):
+            page_from_cache(json.dumps({**data, "listed": bad}).encode())
+    usable = json.dumps({"files": [
+        {"filename": "demo-1.0-py3-none-any.whl", "url": "demo-1.0-py3-none-any.whl",
+         "hashes": {"sha256": "b" * 64}}]}).encode()
+    data = json.loads(page_to_cache(parse_page(usable, "application/vnd.pypi.simple.v1+json", PAGE_URL, INDEX, "demo")))
+    assert "listed" not in data  # (as many as it holds: the entry has no count)
+    with pytest.raises(TypeError):  # fewer listed than the entry holds
+        page_from_cache(json.dumps({**data, "listed": 0}).encode())
+
