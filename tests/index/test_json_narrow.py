@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from envlock.errors import IndexError_
 from envlock.index import IndexClient, IndexConfig
 from envlock.index.client import _narrowed_page, parse_page
-from envlock.index.json_narrow import narrowed_json
+from envlock.index.json_narrow import _triple_keys, narrowed_json
+from envlock.index.pages import triple_key
 from envlock.platforms import Target
 from envlock.resolve.closure import triple_filter
 from support.index_server import IndexServer, make_wheel
@@ -121,6 +122,17 @@ def test_a_name_with_an_escape_sends_the_page_to_the_whole_parse(
     body = body.replace(f'"filename": "{name}"'.encode(),
                         f'"filename": "{name[:2]}{escape}{name[2:]}"'.encode(), 1)
     assert narrowed_json(body, FITS) is None
+
+
+@SETTINGS
+@given(st.lists(names | st.text(st.sampled_from("ab1.-_+"), max_size=12).map(
+    lambda t: t + ".whl") | st.text(max_size=20), max_size=30))
+@example(["demo-1.0-py3-none-any.tar.gz", "a-1-2-3-4", "demo-1.0-7-py3-none-any.whl",
+          "demo-1.0-cp311-cp311-linux_x86_64-cu129.whl", "a-1.whl", "-.whl", ""])
+def test_triple_keys_are_triple_key_without_the_dash(listed: List[str]) -> None:
+    """The cut's triples, four-dash names found in bulk, equal triple_key's (the whole
+    parse's grouping) for any names: variant labels, build tags, too few dashes, none."""
+    assert ["-" + k if k else "" for k in _triple_keys(listed)] == list(map(triple_key, listed))
 
 
 def _page(files_text: str, before: str = "", after: str = ',"name":"demo"}') -> bytes:
