@@ -18,10 +18,10 @@ Anything not in the plain shape this expects (no ``"files"`` list, two of them, 
 is not the page's own, a file name with an escape, a name count that does not match the
 file count, a kept file that decodes to another name than the one found for it, a list
 that does not end where its last object does, a page around the list that is not JSON)
-returns None, and the caller parses the whole page as before. A file left out is one whose own name says no target can
-install it, and it is not checked further (a damaged file entry that no target could use
-does not fail the page); a page built to mislead this cut could only hide files from this
-run, which its index could do anyway.
+returns None, and the caller parses the whole page as before. A file left out is one
+whose own name says no target can install it, and it is not checked further (a damaged
+file entry that no target could use does not fail the page); a page built to mislead this
+cut could only hide files from this run, which its index could do anyway.
 """
 
 from __future__ import annotations

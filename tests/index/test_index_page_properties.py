@@ -550,10 +550,11 @@ def test_a_page_read_file_by_file_counts_every_file_it_lists() -> None:
     a file no resolve can use; it still counts as listed, as on a page read by columns
     (whether an index lists a project decides which index a resolve reads), and the
     count survives the parsed-page cache, so a warm run judges as the cold one did."""
+    ctype = "application/vnd.pypi.simple.v1+json"
     body = json.dumps({"files": [
         {"filename": "other-1.0-py3-none-any.whl", "url": "other-1.0-py3-none-any.whl",
          "hashes": {"sha256": "a" * 64}}]}).encode()
-    page = parse_page(body, "application/vnd.pypi.simple.v1+json", PAGE_URL, INDEX, "demo")
+    page = parse_page(body, ctype, PAGE_URL, INDEX, "demo")
     assert page.dists == () and page.listed == 1
     data = json.loads(page_to_cache(page))
     assert data["listed"] == 1 and page_from_cache(page_to_cache(page)).listed == 1
@@ -563,8 +564,7 @@ def test_a_page_read_file_by_file_counts_every_file_it_lists() -> None:
     usable = json.dumps({"files": [
         {"filename": "demo-1.0-py3-none-any.whl", "url": "demo-1.0-py3-none-any.whl",
          "hashes": {"sha256": "b" * 64}}]}).encode()
-    data = json.loads(page_to_cache(parse_page(usable, "application/vnd.pypi.simple.v1+json", PAGE_URL, INDEX, "demo")))
+    data = json.loads(page_to_cache(parse_page(usable, ctype, PAGE_URL, INDEX, "demo")))
     assert "listed" not in data  # (as many as it holds: the entry has no count)
     with pytest.raises(TypeError):  # fewer listed than the entry holds
         page_from_cache(json.dumps({**data, "listed": 0}).encode())
-

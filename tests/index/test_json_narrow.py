@@ -132,7 +132,8 @@ def test_a_name_with_an_escape_sends_the_page_to_the_whole_parse(
 def test_triple_keys_are_triple_key_without_the_dash(listed: List[str]) -> None:
     """The cut's triples, four-dash names found in bulk, equal triple_key's (the whole
     parse's grouping) for any names: variant labels, build tags, too few dashes, none."""
-    assert ["-" + k if k else "" for k in _triple_keys(listed)] == list(map(triple_key, listed))
+    keys = _triple_keys(listed)
+    assert ["-" + k if k else "" for k in keys] == list(map(triple_key, listed))
 
 
 def _page(files_text: str, before: str = "", after: str = ',"name":"demo"}') -> bytes:
