@@ -674,8 +674,6 @@ class Finder:
         return ok
 
 
-_SAT: Dict[Tuple[int, int], Tuple[SpecifierSet, Version, bool]] = {}
-_SAT_LOCK = threading.Lock()
 class CandList(list):  # of Cand
     """A finder's candidate list, newest first, never changed once made; its versions are
     indexed for :func:`_inside` when first filtered, and the index lives as long as the
@@ -703,6 +701,10 @@ def _inside(spec: SpecifierSet, cands: List[Cand]) -> Iterator[Cand]:
             cands._index = index
     versions, by_id = index
     return map(by_id.__getitem__, map(id, spec.filter(versions, prereleases=True)))
+
+
+_SAT: Dict[Tuple[int, int], Tuple[SpecifierSet, Version, bool]] = {}
+_SAT_LOCK = threading.Lock()
 
 
 def _contains(spec: SpecifierSet, version: Version) -> bool:

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from envlock.errors import IndexError_
 from envlock.index import IndexClient, IndexConfig
 from envlock.index.client import _narrowed_page, parse_page
-from envlock.index.json_narrow import _triple_keys, narrowed_json
-from envlock.index.pages import triple_key
+from envlock.index.json_narrow import narrowed_json
+from envlock.index.pages import triple_key, triple_tails
 from envlock.platforms import Target
 from envlock.resolve.closure import triple_filter
 from support.index_server import IndexServer, make_wheel
@@ -132,7 +132,7 @@ def test_a_name_with_an_escape_sends_the_page_to_the_whole_parse(
 def test_triple_keys_are_triple_key_without_the_dash(listed: List[str]) -> None:
     """The cut's triples, four-dash names found in bulk, equal triple_key's (the whole
     parse's grouping) for any names: variant labels, build tags, too few dashes, none."""
-    keys = _triple_keys(listed)
+    keys = triple_tails(listed)
     assert ["-" + k if k else "" for k in keys] == list(map(triple_key, listed))
 
 
