@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["Recorder", "Session", "begin", "note_entry", "note_failure", "note_file",
-           "note_live", "recording"]
+           "note_live", "recording", "record_into"]
 
 #: the version of the stored form
 FORM = 1
@@ -129,6 +129,14 @@ _current: Optional[Recorder] = None
 def recording() -> Optional[Recorder]:
     """The recorder of the resolve in progress in this process, if any."""
     return _current
+
+
+def record_into(recorder: Optional[Any]) -> None:
+    """Send this process's notes to ``recorder`` (anything with :class:`Recorder`'s
+    ``file``, ``entry``, ``failure`` and ``no_replay``): the network helper collects
+    its transport's notes this way and sends them to the resolving process."""
+    global _current
+    _current = recorder
 
 
 def note_file(path: "str | os.PathLike[str]") -> None:

@@ -22,9 +22,11 @@ Figures (median of N whole runs unless noted):
   sends caching headers and no proxy drops them; the warm anchor). A warm envlock run of
   an unchanged input is a replay (envlock.replay); "warm computed" rows resolve again from
   the warm cache (``ENVLOCK_NO_REPLAY=1``), as a run with another input does. Peak RSS is
-  the highest of all runs, cold ones included. Run it from a venv with envlock installed
-  as users install it (``pip install .``, not editable: the wheel carries the prebuilt
-  matrix, and an editable install adds its import hook to every start). A cold uv run
+  the highest of all runs, cold ones included; for a run with envlock's network helper
+  (envlock.index.netproc) it is the two processes' peaks added. Run it from a venv with
+  envlock installed as users install it (``pip install .``, not editable: the wheel
+  carries the prebuilt matrix, and an editable install adds its import hook to every
+  start). A cold uv run
   starts without an output file: ``uv pip compile -o`` reads an existing one as
   preferences (its pins tried first), a previous answer a cold envlock run does not have;
   an extra row times uv re-locking that way (empty cache, its last output present). The
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -202,8 +205,16 @@ def timed_cpu(cmd: Sequence[str], env: Optional[Dict[str, str]] = None, n: int =
             last = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
             raise RuntimeError(f"{Path(cmd[0]).name} exit {p.returncode}: {last[0][:80]}")
         cpus.append(usage.ru_utime + usage.ru_stime)
-        PEAK_RSS.setdefault(Path(cmd[0]).name, []).append(usage.ru_maxrss)
+        PEAK_RSS.setdefault(Path(cmd[0]).name, []).append(_rss(usage.ru_maxrss, err))
     return statistics.median(walls), statistics.median(cpus)
+
+
+def _rss(maxrss: int, stderr: bytes) -> int:
+    """A run's peak RSS (KiB): with envlock's network helper (``ENVLOCK_DEBUG`` makes
+    envlock say both), the peak of each process added up, the most the two could have
+    held at once; ``wait4`` alone gives the larger of the two."""
+    m = re.search(rb"peak RSS (\d+) KiB here, (\d+) KiB in the network helper", stderr)
+    return int(m.group(1)) + int(m.group(2)) if m else maxrss
 
 
 def _paired(a: Sequence[str], b: Sequence[str], env: Dict[str, str], n: int,
@@ -252,7 +263,9 @@ def bench_closure(n: int) -> None:
             req = Path(d) / "req.in"
             req.write_text("\n".join([f"torch=={torch}", *more]) + "\n")
             ecache, ucache = Path(d) / "envlock-cache", Path(d) / "uv-cache"
-            env = env_with(ENVLOCK_CACHE_DIR=str(ecache), PIP_CONFIG_FILE=os.devnull)
+            # ENVLOCK_DEBUG: envlock then says its network helper's peak RSS (see _rss)
+            env = env_with(ENVLOCK_CACHE_DIR=str(ecache), PIP_CONFIG_FILE=os.devnull,
+                           ENVLOCK_DEBUG="1")
             ours = [*envlock_cmd(), "resolve", "--gpu", "H100 SXM", "--torch", f"=={torch}",
                     "--python", "3.11", "--platform", "linux_x86_64",
                     "--index-url", "https://pypi.org/simple", "-o", str(Path(d) / "o.lock"),
@@ -289,7 +302,8 @@ def bench_closure(n: int) -> None:
                                                    clear_theirs)
                 # uv re-locking: an empty cache, its last output as preferences
                 tp, tpcpu = timed_cpu(theirs, env, n, clear_theirs_cache)
-                subprocess.run(ours, env=env, stdout=subprocess.DEVNULL)
+                subprocess.run(ours, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
                 subprocess.run(theirs, env=env, stdout=subprocess.DEVNULL)
                 (ow, owcpu), (tw, twcpu) = _paired(ours, theirs, env, n, None, None)
                 # uv with every answer from its cache, as it runs against an index that
@@ -416,8 +430,6 @@ def _uv_binary() -> Optional[str]:
 
 
 def _same_pins(lock: Path, uvtxt: Path) -> bool:
-    import re
-
     from envlock import _toml
 
     ours = {f"{p['name']}=={p['version']}" for p in

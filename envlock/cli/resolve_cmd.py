@@ -442,11 +442,15 @@ def _run(args: argparse.Namespace, out: Any) -> int:
 
     cdir = cache_dir()
     if not args.offline:
-        # the first request's imports and TLS context, in the background from now on:
-        # the matrix and the resolver are read meanwhile (envlock.index.http.warm_up)
+        # the requests in a helper process (envlock.index.netproc), or at least the first
+        # request's imports and TLS context in the background, from now on: the matrix
+        # and the resolver are read meanwhile (envlock.index.http.warm_up). The helper
+        # only for requirements of the user's own: a bare build's closure (torch's 20
+        # small pages) does not pay for a second interpreter's memory (about 30 MB)
         from envlock.index.http import warm_up
 
-        warm_up(config, cdir, _first_names(args.requirements))
+        warm_up(config, cdir, _first_names(args.requirements),
+                helper=bool(args.requirements or args.requirement), refresh=args.refresh)
     from envlock._redact import strip_userinfo
 
     # the command is written into the lock: never with the credentials of a URL in it
@@ -478,6 +482,13 @@ def _run(args: argparse.Namespace, out: Any) -> int:
                        on_event=progress.event if progress else None)
     finally:
         client.close()
+        used = client.transport.helper_usage
+        if used is not None and (args.debug or os.environ.get("ENVLOCK_DEBUG")):
+            import resource
+
+            own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            out.error(f"envlock: debug: peak RSS {own} KiB here, {used[0]} KiB in the "
+                      f"network helper (CPU {used[1]:.3f} s)")
         if progress:
             progress.done()
     path: Optional[str] = None

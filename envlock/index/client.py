@@ -32,7 +32,9 @@ from envlock import replay
 from envlock._cache_files import SHARD, entry_exists, read_entry, write_entry
 from envlock.errors import BuildError, EnvlockError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, redact
+from envlock.index.fit import TripleFit
 from envlock.index.http import Transport
+from envlock.index.json_narrow import looks_json
 from envlock.index.metadata import Metadata, parse_metadata
 from envlock.index.page_cache import page_from_cache, page_to_cache
 from envlock.index.pages import (
@@ -105,6 +107,14 @@ class IndexClient:
         # No connection pool is made up front: importing urllib3 and building a TLS context cost
         # a few hundred ms of CPU, and a warm run (every page fresh in the cache) never
         # opens a connection. The first request makes it.
+        if not offline and "envlock.index.netproc" in sys.modules:
+            # the network helper the command started for this configuration, if any
+            from envlock.index.netproc import claim
+
+            helper = claim(config, cache_dir, refresh)
+            if helper is not None:
+                helper.attach(self.transport)
+                self.transport.remote = helper
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "IndexClient":
@@ -229,6 +239,10 @@ class IndexClient:
                 self.transport.stats["cache_hits"] += 1
                 return parsed
         try:
+            if self.transport.remote is not None:
+                page = self._helper_page(url, index, name)
+                if page is not None:
+                    return page
             resp = self.transport.get(url, headers={"Accept": _ACCEPT})
         except OfflineError:
             raise
@@ -255,6 +269,28 @@ class IndexClient:
             # it first arrives: a resolve with an empty cache (a CI job, a container build)
             # never reads it back, and writing it was a tenth of such a resolve's CPU
             self._store_parsed(url, index, body_sha, page)
+        return page
+
+    def _helper_page(self, url: str, index: str, name: str) -> Optional[ProjectPage]:
+        """The page as the network helper read it and cut it (:mod:`envlock.index.netproc`),
+        decoded and checked here as :meth:`_fetch_full_page` does; None when the helper
+        did not answer, or answered from the cache, or its cut does not check (the caller
+        then reads the page as without a helper: from the cache the helper filled)."""
+        fits = self._fits
+        answer = self.transport.remote_page(url, {"Accept": _ACCEPT},
+                                            fits if isinstance(fits, TripleFit) else None)
+        if answer is None or answer.cached:
+            return None
+        parsed = self._parsed_cache(url, index, answer.sha256, name)
+        if parsed is not None:
+            return parsed
+        if answer.cut is not None:
+            return _page_from_cut(answer.cut[0], answer.cut[1], url, index, name)
+        page = None
+        if fits is not None:
+            page = _narrowed_page(answer.body, answer.content_type, url, index, name, fits)
+        if page is None:
+            page = parse_page(answer.body, answer.content_type, url, index, name)
         return page
 
     def _parsed_path(self, url: str, index: str, body_sha: str) -> Optional[Path]:
@@ -736,7 +772,7 @@ def parse_page(body: bytes, content_type: str, url: str, index: str,
     """A project page from its bytes (JSON or HTML, by content type or first byte).
     Anything malformed is an :class:`IndexError_` naming the page."""
     try:
-        if _looks_json(body, content_type):
+        if looks_json(body, content_type):
             try:
                 data = json.loads(body)
             except (ValueError, RecursionError) as exc:
@@ -748,26 +784,29 @@ def parse_page(body: bytes, content_type: str, url: str, index: str,
             from None
 
 
-def _looks_json(body: bytes, content_type: str) -> bool:
-    """A JSON page (PEP 691), by its content type or its first byte; else HTML."""
-    ctype = content_type.split(";")[0].strip().lower()
-    return ctype.endswith("json") or body.lstrip()[:1] in (b"{", b"[")
-
-
 def _narrowed_page(body: bytes, content_type: str, url: str, index: str, name: str,
                    fits: Callable[[str], bool]) -> Optional[ProjectPage]:
     """The page of the files whose tag triple passes ``fits``, decoded from a cut of the
     JSON page's bytes (:mod:`envlock.index.json_narrow`) and checked as a whole page is;
     None when the page is not JSON in the shape the cut reads, or anything about the cut
     page is off: the caller then parses the whole page (and reports what is wrong)."""
-    from envlock.index.json_narrow import kept_names_match, narrowed_json
+    from envlock.index.json_narrow import narrowed_json
 
-    if not _looks_json(body, content_type):
+    if not looks_json(body, content_type):
         return None
     cut = narrowed_json(body, fits)
     if cut is None:
         return None
-    mini, listed = cut
+    return _page_from_cut(cut[0], cut[1], url, index, name)
+
+
+def _page_from_cut(mini: bytes, listed: int, url: str, index: str,
+                   name: str) -> Optional[ProjectPage]:
+    """The page decoded from a cut (:func:`~envlock.index.json_narrow.narrowed_json`, made
+    here or by the network helper), checked as a whole page is; None when anything about
+    it is off."""
+    from envlock.index.json_narrow import kept_names_match
+
     try:
         page = parse_page(mini, "application/vnd.pypi.simple.v1+json", url, index, name)
     except IndexError_:

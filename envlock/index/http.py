@@ -18,13 +18,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 from envlock import replay
 from envlock._cache_files import SHARD, read_entry, write_entry
 from envlock.errors import InputError, IndexError_, OfflineError
 from envlock.index.config import IndexConfig, check_url, redact
+
+if TYPE_CHECKING:
+    from envlock.index.fit import TripleFit
+    from envlock.index.netproc import Helper, PageAnswer
 
 __all__ = ["Response", "Transport", "RETRY_STATUSES"]
 
@@ -89,6 +93,11 @@ class Transport:
         #: one round trip to the index (None before the first; see :meth:`slow_network`)
         self.round_trip: Optional[float] = None
         self._round_trips = 0
+        #: the network helper that makes this transport's requests (envlock.index.netproc),
+        #: None when they are made in-process
+        self.remote: Optional["Helper"] = None
+        #: the helper's peak RSS (KiB) and CPU seconds, once it is closed (--debug says)
+        self.helper_usage: Optional[Tuple[int, float]] = None
         for url in config.indexes:
             check_url(url)
         for url in (*config.indexes, *config.find_links):
@@ -140,6 +149,24 @@ class Transport:
             self._round_trips += 1
             if self.round_trip is None or seconds < self.round_trip:
                 self.round_trip = seconds
+
+    @property
+    def round_trips(self) -> int:
+        """How many round trips :attr:`round_trip` was taken from."""
+        return self._round_trips
+
+    def absorb(self, stats: Mapping[str, int],
+               trip: Tuple[Optional[float], int]) -> None:
+        """What the network helper's transport counted since its last answer (``stats``)
+        and its shortest round trip so far, out of how many (``trip``)."""
+        with self._lock:
+            for k, v in stats.items():
+                if k in self.stats and isinstance(v, int):
+                    self.stats[k] += v
+            seconds, count = trip
+            if seconds is not None and (self.round_trip is None or seconds < self.round_trip):
+                self.round_trip = seconds
+            self._round_trips = max(self._round_trips, count)
 
     # -- cache -----------------------------------------------------------------------
     def _paths(self, url: str) -> Optional[Tuple[Path, Path]]:
@@ -329,9 +356,19 @@ class Transport:
         """End every request in flight (their reads fail within a fraction of a second)
         and refuse new ones: Ctrl-C and ``close`` must not wait for a slow index."""
         self._cancel.set()
+        remote, self.remote = self.remote, None
+        if remote is not None:
+            remote.close()
+            self.helper_usage = remote.usage
 
     def _request(self, url: str, headers: Mapping[str, str], *,
                  max_bytes: Optional[int] = None) -> Response:
+        if self.remote is not None and max_bytes != 0:
+            # (a whole file, max_bytes 0, is read here: it would only be copied once more)
+            answer = self._remotely(lambda helper, patience: helper.request(
+                url, headers, max_bytes, patience), url)
+            if answer is not None:
+                return answer
         from envlock.index import deadline as dl
         from envlock.index.pools import RETRYABLE, CaBundleError, TooManyRedirects
 
@@ -420,6 +457,37 @@ class Transport:
                           hint="check the index URL and your network, or use --offline "
                                "with a filled cache")
 
+    def remote_page(self, url: str, headers: Mapping[str, str],
+                    fit: Optional["TripleFit"]) -> Optional["PageAnswer"]:
+        """:meth:`get` of a project page by the network helper, the page cut by ``fit``
+        there (:meth:`~envlock.index.netproc.Helper.page`); None when no helper answers
+        (the caller then asks :meth:`get`)."""
+        if self.remote is None or self.offline or url.startswith("file:"):
+            return None
+        return self._remotely(lambda helper, patience: helper.page(
+            url, headers, fit, patience), url)
+
+    def _remotely(self, ask: Callable[["Helper", float], Any], url: str) -> Any:
+        """``ask(helper, patience)``, or None when the helper cannot answer: it is then
+        dropped and every request is made in-process."""
+        from envlock.index.netproc import MARGIN, HelperGone
+
+        helper = self.remote
+        if helper is None:
+            return None
+        if self._cancel.is_set():
+            raise KeyboardInterrupt
+        try:
+            answer = ask(helper, self.deadline + MARGIN)
+        except HelperGone:
+            with self._lock:
+                if self.remote is helper:
+                    self.remote = None
+            return None
+        if self.on_request is not None and not getattr(answer, "cached", False):
+            self.on_request(url)
+        return answer
+
     def _ca_origin(self) -> str:
         """Where the CA bundle (and client certificate) in use was set, for messages."""
         origin = dict(self.config.origin or {})
@@ -498,7 +566,8 @@ def _trusted(parts: Any, trusted_hosts: Tuple[str, ...]) -> bool:
 
 
 def warm_up(config: IndexConfig, cache_dir: Optional[Path] = None,
-            first: Tuple[str, ...] = ()) -> Optional[threading.Thread]:
+            first: Tuple[str, ...] = (), *, helper: bool = False,
+            refresh: bool = False) -> Optional[threading.Thread]:
     """Prepare, in a background thread, what a cold resolve's first request would
     otherwise do while the resolve waits for it: import urllib3 and this package's
     connection code, read the CA bundle into the TLS context, load the IDNA codec (about
@@ -513,10 +582,23 @@ def warm_up(config: IndexConfig, cache_dir: Optional[Path] = None,
     requirement, torch) is fresh in the cache under ``cache_dir``: a resolve that reads
     its pages from the cache may never open a connection, and the warm-up would be 0.1 s
     of CPU spent against it (measured: torch alone, recomputed from a fresh cache, 0.35
-    -> 0.46 s). The thread started, or None."""
-    if not any(u.startswith("https:") for u in config.indexes):
+    -> 0.46 s). The thread started, or None.
+
+    With ``helper``, the requests are made by a network helper process instead
+    (:mod:`envlock.index.netproc`) when it is wanted, under the same conditions, or
+    ``ENVLOCK_NET_HELPER=1``: started now, its own imports and TLS context are ready by the
+    first request, and this process need not import urllib3 at all."""
+    forced = os.environ.get("ENVLOCK_NET_HELPER", "").strip() == "1"
+    secure = any(u.startswith("https:") for u in config.indexes)
+    if not forced and (not secure or (cache_dir is not None and first
+                                      and _any_fresh(config, cache_dir, first))):
         return None
-    if cache_dir is not None and first and _any_fresh(config, cache_dir, first):
+    if helper or forced:
+        from envlock.index import netproc
+
+        if netproc.wanted(config) and netproc.start(config, cache_dir, refresh):
+            return None
+    if not secure:
         return None
 
     def run() -> None:

@@ -34,7 +34,7 @@ from typing import Callable, List, Optional, Tuple
 
 from envlock.index.pages import triple_tails
 
-__all__ = ["narrowed_json", "kept_names_match"]
+__all__ = ["narrowed_json", "kept_names_match", "looks_json"]
 
 #: the file list's opening (its key, the bracket, the first object's brace)
 _FILES_AT = re.compile(rb'"files"\s*:\s*\[\s*\{')
@@ -44,6 +44,12 @@ _BETWEEN = re.compile(rb"\}\s*,\s*\{")
 #: sends the page to the whole parse)
 _FILENAME = re.compile(rb'"filename"\s*:\s*"([^"\\]*)"')
 _DECODER = json.JSONDecoder()
+
+
+def looks_json(body: bytes, content_type: str) -> bool:
+    """A JSON page (PEP 691), by its content type or its first byte; else HTML."""
+    ctype = content_type.split(";")[0].strip().lower()
+    return ctype.endswith("json") or body.lstrip()[:1] in (b"{", b"[")
 
 
 def narrowed_json(body: bytes, fits: Callable[[str], bool]) -> Optional[Tuple[bytes, int]]:
@@ -56,7 +62,12 @@ def narrowed_json(body: bytes, fits: Callable[[str], bool]) -> Optional[Tuple[by
     if at is None or _FILES_AT.search(body, at.end()) is not None:
         return None
     start = at.end() - 1  # the first object's "{"
-    parts = _BETWEEN.split(body[start + 1:])
+    # split whole, not a copy of the page from the list's opening on (megabytes, at the
+    # peak of the cut's memory): so no boundary may come before the list
+    if _BETWEEN.search(body, 0, start) is not None:
+        return None
+    parts = _BETWEEN.split(body)
+    parts[0] = parts[0][start + 1:]
     names = _FILENAME.findall(body, start)
     if len(names) != len(parts):
         return None

@@ -39,8 +39,9 @@ from resolvelib.resolvers import ResolutionTooDeep
 from envlock.errors import ConflictError, InputError
 from envlock.index.client import IndexClient
 from envlock.index.config import redact
+from envlock.index.fit import TripleFit
+from envlock.index.fit import fast_rank as _fast_rank
 from envlock.index.pages import (
-    MAX_TAGS,
     Dist,
     ProjectPage,
     parse_filename,
@@ -774,50 +775,12 @@ def _python_ok(requires_python: str, python: Version) -> bool:
         return True  # an unreadable Requires-Python does not exclude (pip does the same)
 
 
-def _fast_rank(filename: str, rank_of: Mapping[str, int],
-               parts_ok: Tuple[FrozenSet[str], FrozenSet[str]]) -> Optional[int]:
-    """The best rank of a wheel filename's compressed tag set, or None when no tag fits
-    (a malformed name gives -1: the full parse judges it)."""
-    parts = filename[:-4].lower().split("-")
-    if len(parts) not in (5, 6):
-        return -1
-    pys, abis, plats = parts[-3:]
-    ok_py, ok_plat = parts_ok
-    # cheap rejections first: most files are for other platforms or Pythons
-    plat_list = plats.split(".")
-    if (pys.count(".") + 1) * (abis.count(".") + 1) * len(plat_list) > MAX_TAGS:
-        return -1  # the full parse rejects it (a hostile name's millions of tags)
-    if not any(p in ok_plat for p in plat_list):
-        return None
-    py_list = pys.split(".")
-    if not any(p in ok_py for p in py_list):
-        return None
-    best: Optional[int] = None
-    for py in py_list:
-        for abi in abis.split("."):
-            for plat in plat_list:
-                r = rank_of.get(f"{py}-{abi}-{plat}")
-                if r is not None and (best is None or r < best):
-                    best = r
-    return best
-
-
-def triple_filter(targets: Iterable[Target]) -> Callable[[str], bool]:
+def triple_filter(targets: Iterable[Target]) -> TripleFit:
     """Whether a wheel's tag triple (:func:`~envlock.index.pages.triple_key`) fits any
     of ``targets``: what the index client narrows pages to (a malformed triple passes,
-    the full parse judges it). Memoised per triple: a run sees a few hundred."""
-    tags = [t for target in targets for t in target.tags]
-    rank_of = {str(t): 0 for t in tags}
-    parts = (frozenset(t.interpreter for t in tags), frozenset(t.platform for t in tags))
-    memo: Dict[str, bool] = {}
-
-    def fits(key: str) -> bool:
-        hit = memo.get(key)
-        if hit is None:
-            hit = memo[key] = _fast_rank("x-0" + key, rank_of, parts) is not None
-        return hit
-
-    return fits
+    the full parse judges it). Built from the tags' text (:class:`TripleFit`), so the
+    network helper can apply the same rule to a page before sending it."""
+    return TripleFit(str(t) for target in targets for t in target.tags)
 
 
 @lru_cache(maxsize=8192)
