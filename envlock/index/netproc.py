@@ -29,16 +29,16 @@ stays silent past the request deadline (plus a margin), the request is made in-p
 as without it, and the helper is not asked again. It is started only by ``envlock
 resolve`` itself (:func:`start`, where the cold start begins), for requirements of the
 user's own (a bare build's closure, torch's 20 small pages, does not pay for the second
-interpreter, about 30 MB), on a POSIX system with two or more CPUs, for an
-index reached over HTTPS, when the first pages are not fresh in the cache;
-``ENVLOCK_NET_HELPER=0`` turns it off, ``=1`` starts it whatever the guess.
-Credentials never reach the helper's command line: its configuration is sent over its
-standard input.
+interpreter, about 30 MB), on a POSIX system with two or more CPUs, for an index reached
+over HTTPS, when the first pages are not fresh in the cache; ``ENVLOCK_NET_HELPER=0``
+turns it off, ``=1`` starts it whatever the guess. Credentials never reach the helper's
+command line: its configuration is sent over its standard input.
 
 The frames both ways are a 4-byte little-endian length and a :mod:`marshal` payload
-(loading one runs no code). The resolving process writes the first
-frame (the helper's ``sys.path``), then the configuration, then requests; the helper
-answers each request with one frame, in the order it finishes them.
+(loading one runs no code). The resolving process writes the first frame (the helper's
+``sys.path``), then the configuration, then requests; the helper answers each request
+with one frame, in the order it finishes them, and a last one with its peak RSS and CPU
+time when its input closes.
 """
 
 from __future__ import annotations
@@ -540,7 +540,6 @@ def serve() -> None:
             os._exit(0)  # the resolving process is gone
 
     pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="envlock-helper")
-    # the imports and the TLS context the first request needs, before it comes
     pool.submit(_prepare, config)
     while True:
         try:
@@ -570,6 +569,7 @@ def serve() -> None:
 
 
 def _prepare(config: IndexConfig) -> None:
+    """The imports and the TLS context the first request needs, made before it comes."""
     try:
         from envlock.index.http import _env_ca_bundle
         from envlock.index.pools import prepare
@@ -580,11 +580,10 @@ def _prepare(config: IndexConfig) -> None:
         pass
 
 
-_CUT_LOCK = threading.Lock() if os.environ.get("ENVLOCK_CUTLOCK") else __import__("contextlib").nullcontext()
-
-
 def _page(transport: "Transport", url: str, headers: Dict[str, str],
           fit: Optional[Any]) -> Tuple[Any, ...]:
+    """A page's answer (see :meth:`Helper.page`): ``("cached",)``, ``("cut", content type,
+    sha256, cut page, files listed)`` or ``("body", content type, sha256, page)``."""
     resp = transport.get(url, headers=headers)
     if resp.from_cache:
         return ("cached",)
@@ -594,8 +593,7 @@ def _page(transport: "Transport", url: str, headers: Dict[str, str],
         from envlock.index.json_narrow import looks_json, narrowed_json
 
         if looks_json(resp.body, ctype):
-            with _CUT_LOCK:
-                cut = narrowed_json(resp.body, fit)
+            cut = narrowed_json(resp.body, fit)
             if cut is not None:
                 return ("cut", ctype, sha, cut[0], cut[1])
     return ("body", ctype, sha, resp.body)
