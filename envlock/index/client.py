@@ -252,45 +252,47 @@ class IndexClient:
             raise
         if resp.status == 404:
             return None
-        body_sha = resp.sha256 or hashlib.sha256(resp.body).hexdigest()
-        parsed = self._parsed_cache(url, index, body_sha, name)
-        if parsed is not None:
-            return parsed
-        ctype = resp.headers.get("Content-Type") or ""
-        page = None
-        if not resp.from_cache and self._fits is not None:
-            # a page that will not be kept whole (see below) is decoded only for the files
-            # the run's targets can use
-            page = _narrowed_page(resp.body, ctype, url, index, name, self._fits)
-        if page is None:
-            page = parse_page(resp.body, ctype, url, index, name)
-        if resp.from_cache:
-            # the parsed form is written when a page is read back from the cache, not when
-            # it first arrives: a resolve with an empty cache (a CI job, a container build)
-            # never reads it back, and writing it was a tenth of such a resolve's CPU
-            self._store_parsed(url, index, body_sha, page)
-        return page
+        return self._decoded(resp.body, resp.headers.get("Content-Type") or "",
+                             resp.sha256 or hashlib.sha256(resp.body).hexdigest(),
+                             resp.from_cache, url, index, name)
 
     def _helper_page(self, url: str, index: str, name: str) -> Optional[ProjectPage]:
         """The page as the network helper read it and cut it (:mod:`envlock.index.netproc`),
-        decoded and checked here as :meth:`_fetch_full_page` does; None when the helper
-        did not answer, or answered from the cache, or its cut does not check (the caller
-        then reads the page as without a helper: from the cache the helper filled)."""
+        decoded and checked here as a page read in-process is; None when the helper did
+        not answer, or answered from the cache, or its cut does not check (the caller then
+        reads the page as without a helper: from the cache the helper filled)."""
         fits = self._fits
         answer = self.transport.remote_page(url, {"Accept": _ACCEPT},
                                             fits if isinstance(fits, TripleFit) else None)
         if answer is None or answer.cached:
             return None
+        if answer.cut is None:
+            return self._decoded(answer.body, answer.content_type, answer.sha256, False,
+                                 url, index, name)
         parsed = self._parsed_cache(url, index, answer.sha256, name)
         if parsed is not None:
             return parsed
-        if answer.cut is not None:
-            return _page_from_cut(answer.cut[0], answer.cut[1], url, index, name)
+        return _page_from_cut(answer.cut[0], answer.cut[1], url, index, name)
+
+    def _decoded(self, body: bytes, ctype: str, body_sha: str, from_cache: bool, url: str,
+                 index: str, name: str) -> ProjectPage:
+        """A page's bytes as a page: the parsed form kept for these bytes, else decoded
+        (only the files the targets can use, for a page not read back from the cache)."""
+        parsed = self._parsed_cache(url, index, body_sha, name)
+        if parsed is not None:
+            return parsed
         page = None
-        if fits is not None:
-            page = _narrowed_page(answer.body, answer.content_type, url, index, name, fits)
+        if not from_cache and self._fits is not None:
+            # a page that will not be kept whole (see below) is decoded only for the files
+            # the run's targets can use
+            page = _narrowed_page(body, ctype, url, index, name, self._fits)
         if page is None:
-            page = parse_page(answer.body, answer.content_type, url, index, name)
+            page = parse_page(body, ctype, url, index, name)
+        if from_cache:
+            # the parsed form is written when a page is read back from the cache, not when
+            # it first arrives: a resolve with an empty cache (a CI job, a container build)
+            # never reads it back, and writing it was a tenth of such a resolve's CPU
+            self._store_parsed(url, index, body_sha, page)
         return page
 
     def _parsed_path(self, url: str, index: str, body_sha: str) -> Optional[Path]:

@@ -52,6 +52,7 @@ import sys
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
@@ -83,21 +84,18 @@ class HelperGone(Exception):
     """The helper cannot answer (not started, dead, silent, closed): ask in-process."""
 
 
+@dataclass(frozen=True)
 class PageAnswer:
     """A project page as the helper read it: ``cut`` (the page cut to the target's files,
     and how many files the whole page listed) or ``body`` (the whole page: not JSON, or
     not in the shape the cut reads, or no targets known yet); ``cached`` when the answer
     came from the cache (the caller reads the entry itself, as it would have)."""
 
-    __slots__ = ("cached", "content_type", "sha256", "cut", "body")
-
-    def __init__(self, cached: bool, content_type: str = "", sha256: str = "",
-                 cut: Optional[Tuple[bytes, int]] = None, body: bytes = b"") -> None:
-        self.cached = cached
-        self.content_type = content_type
-        self.sha256 = sha256
-        self.cut = cut
-        self.body = body
+    cached: bool
+    content_type: str = ""
+    sha256: str = ""
+    cut: Optional[Tuple[bytes, int]] = None
+    body: bytes = b""
 
 
 def _frame(obj: Any) -> bytes:
